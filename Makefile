@@ -1,0 +1,27 @@
+# Two commands a newcomer needs (see README):
+#   make demo   install, then plan Mistral-7B on this machine (or a bundled reference machine when there is no GPU)
+#   make test   install with the CPU build of torch, then run the whole test suite
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# The CPU build pip finds locally; a plain `torch` requirement would pull a multi-GB CUDA build.
+TORCH ?= torch==2.13.0
+
+$(PY):
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+
+install: $(PY)
+	$(PY) -m pip install -q "$(TORCH)"
+	$(PY) -m pip install -q -e ".[dev]"
+
+demo: install
+	$(PY) -m generator topo
+	$(PY) -m generator plan --model mistral-7b --output out/mistral-7b.yaml --force
+
+test: install
+	$(PY) -m pytest -q
+
+lint: install
+	$(PY) -m ruff check . && $(PY) -m ruff format --check .
+
+.PHONY: install demo test lint

@@ -1,0 +1,93 @@
+"""Inputs and outputs of the estimator: what is trained how (Workload), on which GPUs (Placement), and what that
+costs per strategy (Estimate). Pure data; the estimator functions live beside this module."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# Every strategy name the estimator, planner, emitter and checker understand.
+STRATEGIES = (
+    "ddp",  # DistributedDataParallel; with one GPU, plain single-process training
+    "zero1",
+    "zero2",
+    "zero3",
+    "zero2_offload",  # optimizer states on CPU
+    "zero3_offload",  # optimizer states and parameters on CPU
+    "fsdp",  # FSDP2 full shard (reshard after forward)
+    "fsdp_grad_op",  # FSDP2 without reshard after forward (ZeRO-2-like)
+    "hsdp",  # FSDP2 hybrid: shard inside an NVLink island / node, replicate across
+)
+METHODS = ("full", "lora", "qlora")
+
+
+@dataclass(frozen=True)
+class Workload:
+    method: str = "full"
+    """full | lora | qlora."""
+    seq_len: int = 4096
+    micro_batch: int = 1
+    """Sequences per GPU per forward/backward."""
+    grad_accum: int = 1
+    grad_checkpointing: bool = True
+    """Full activation checkpointing of every decoder layer."""
+    optimizer: str = "adamw"
+    """adamw | adamw8bit."""
+    load_dtype: str = "fp32"
+    """dtype the weights are loaded in: fp32 (train.py default: fp32 master weights under every strategy) or bf16
+    (pure-bf16 training under DDP; FSDP and DeepSpeed still keep fp32 masters)."""
+    mixed_precision: str = "bf16"
+    """bf16 | no."""
+    lora_r: int = 16
+    liger: bool = False
+    """Liger fused kernels (fused linear cross-entropy: no full logits tensor)."""
+
+
+@dataclass(frozen=True)
+class Placement:
+    """The GPUs a job runs on, reduced to what the estimator needs (no topology object: the planner derives these)."""
+
+    num_gpus_per_machine: int
+    gpu_name: str
+    gpu_memory_gb: float
+    busbw_gbps: float
+    """All-reduce bus bandwidth over the GPUs of one machine in this job (0 for one GPU)."""
+    num_machines: int = 1
+    inter_node_gbps: float | None = None
+    """Bus bandwidth between machines (required when num_machines > 1)."""
+    shard_size: int | None = None
+    """HSDP shard-group size (GPUs sharing one model copy); None = num_gpus_per_machine."""
+    shard_busbw_gbps: float | None = None
+    """Bus bandwidth inside one shard group; None = busbw_gbps."""
+    host_gbps: float = 25.0
+    """Host<->GPU copy bandwidth for offload (PCIe)."""
+
+    @property
+    def num_gpus(self) -> int:
+        return self.num_gpus_per_machine * self.num_machines
+
+
+@dataclass(frozen=True)
+class Estimate:
+    strategy: str
+    fits: bool
+    """reserved_gb <= gpu memory x (1 - headroom)."""
+    peak_gb: float
+    """Predicted torch.cuda.max_memory_allocated per GPU, decimal GB."""
+    reserved_gb: float
+    """Predicted torch.cuda.max_memory_reserved per GPU (what actually runs out)."""
+    breakdown: dict[str, float]
+    """Named GB terms alive at the peak; they sum to peak_gb."""
+    capacity_gb: float
+    """GPU memory left for the job after headroom."""
+    comm_gb_per_step: float
+    """Bytes each GPU sends per optimizer step over its bottleneck link, GB."""
+    comm_s: float
+    compute_s: float
+    step_s: float
+    """Predicted optimizer-step time (all accumulation micro-steps)."""
+    tokens_per_s_per_gpu: float
+    mfu: float
+    """Model FLOPs utilisation (6N + 12*L*h*s over the GPU's dense bf16 peak)."""
+    cpu_gb: float = 0.0
+    """Host memory per machine for offloaded states."""
+    notes: tuple[str, ...] = field(default_factory=tuple)

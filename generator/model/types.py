@@ -1,0 +1,40 @@
+"""Shape of a model, as far as memory and FLOPs are concerned. Built from a transformers config without importing
+transformers (a preset, or config.json read as JSON); other architectures fall back to meta-device counting."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str
+    """Preset name, hub id or local path the user gave."""
+    model_type: str
+    """transformers `model_type` ("mistral", "llama", "qwen2", "mixtral")."""
+    hidden_size: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    intermediate_size: int
+    vocab_size: int
+    tie_embeddings: bool
+    max_seq_len: int
+    """max_position_embeddings."""
+    decoder_layer_cls: str
+    """Class name FSDP wraps, e.g. "MistralDecoderLayer"."""
+    params_total: int
+    """Exact parameter count (tied weights counted once)."""
+    params_per_layer: int
+    """Parameters in one decoder layer."""
+    params_embedding: int
+    """embed_tokens parameters."""
+    largest_layer_params: int
+    """Largest single module's own parameters (DeepSpeed's `largest_layer_params`)."""
+    matmul_params_active: int
+    """Parameters in matmuls a token passes through (decoder linears + lm_head; for MoE only the routed experts):
+    the N in 6N + 12*L*h*s."""
+    num_experts: int = 0
+    experts_per_token: int = 0
+    sliding_window: int | None = None

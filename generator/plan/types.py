@@ -1,0 +1,71 @@
+"""What the user asks for (PlanRequest) and what the planner decides (Plan). The emitter reads only a Plan."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from generator.estimate.types import Estimate, Workload
+from generator.model.types import ModelSpec
+
+
+@dataclass(frozen=True)
+class PlanRequest:
+    method: str = "full"
+    seq_len: int = 4096
+    micro_batch: int | None = None
+    """None: the planner picks the largest that fits (up to 8)."""
+    global_batch: int | None = None
+    """Sequences per optimizer step over all GPUs; None = micro_batch x GPUs (no accumulation)."""
+    num_gpus: int | None = None
+    """GPUs per machine; None: as many as help."""
+    exclude: tuple[int, ...] = ()
+    """Busy GPUs (PCI order) the plan must not use."""
+    strategy: str = "auto"
+    """auto or one of STRATEGIES."""
+    grad_checkpointing: str = "auto"
+    """auto | on | off."""
+    allow_offload: bool = False
+    headroom: float = 0.10
+    """Fraction of GPU memory kept free."""
+    load_dtype: str = "fp32"
+    optimizer: str = "adamw"
+    lora_r: int = 16
+    liger: bool = False
+    num_machines: int = 1
+    machine_rank: int = 0
+    main_process_ip: str | None = None
+    main_process_port: int = 29500
+    inter_node_gbps: float | None = None
+
+
+@dataclass(frozen=True)
+class Plan:
+    model: ModelSpec
+    workload: Workload
+    """The workload as chosen (micro-batch, accumulation and checkpointing filled in)."""
+    strategy: str
+    gpu_ids: tuple[int, ...]
+    """PCI-order GPU ids on each machine, ordered so each NVLink island is a contiguous block of ranks."""
+    num_machines: int
+    global_batch: int
+    estimate: Estimate
+    """The chosen row."""
+    estimates: tuple[Estimate, ...]
+    """Every strategy considered for the chosen GPUs, for the table."""
+    reasons: tuple[str, ...]
+    machine: str
+    """Topology source, for headers ("machine:hgx-h200-8", "nvml", ...)."""
+    gpu_name: str
+    hsdp_replicate: int = 1
+    hsdp_shard: int = 1
+    machine_rank: int = 0
+    main_process_ip: str | None = None
+    main_process_port: int = 29500
+    forced: bool = False
+    """True when the user forced a strategy the planner would not pick (e.g. one that does not fit)."""
+    warnings: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def num_processes(self) -> int:
+        """Total over all machines, as accelerate expects."""
+        return len(self.gpu_ids) * self.num_machines
