@@ -1,0 +1,99 @@
+"""Turn what the user typed for --model into a ModelSpec: preset name, known hub id, local directory or other hub id."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from generator.errors import UserError
+from generator.model.presets import HUB_IDS, PRESETS, preset_config
+from generator.model.sizing import KNOWN_FAMILIES, spec_from_config
+from generator.model.types import ModelSpec
+
+
+def _read_config_file(path: Path) -> dict:
+    try:
+        config = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise UserError(f"cannot read {path}: {exc}; pass a directory holding a valid config.json") from exc
+    if not isinstance(config, dict):
+        raise UserError(f"{path} is not a JSON object; pass a directory holding a transformers config.json")
+    return config
+
+
+def _fetch_hub_config(repo_id: str) -> dict:
+    """Download only config.json of a hub repo (no weights)."""
+    offline = os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "") or os.environ.get("TRANSFORMERS_OFFLINE") == "1"
+    hint = f"pass a preset ({', '.join(PRESETS)}) or a local directory with config.json"
+    if offline:
+        raise UserError(f"'{repo_id}' is not a bundled preset and the hub is offline; {hint}")
+    try:
+        from huggingface_hub import hf_hub_download
+    except ImportError as exc:
+        raise UserError(f"huggingface_hub is not installed, so '{repo_id}' cannot be fetched; {hint}") from exc
+    try:
+        path = hf_hub_download(repo_id, "config.json")
+    except Exception as exc:  # network, auth, missing repo: all mean the same thing to the user
+        raise UserError(f"could not fetch config.json of '{repo_id}' ({type(exc).__name__}); {hint}") from exc
+    return _read_config_file(Path(path))
+
+
+def _spec_from_any_config(config: dict, name: str) -> ModelSpec:
+    if config.get("model_type") in KNOWN_FAMILIES:
+        return spec_from_config(config, name)
+    return _spec_by_meta(config, name)
+
+
+def _spec_by_meta(config: dict, name: str) -> ModelSpec:
+    """Other architectures: exact total from meta-device counting, the rest from the usual config keys."""
+    from generator.model.meta import count_params_meta
+
+    for key in ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size"):
+        if not config.get(key):
+            raise UserError(f"{name}: config.json has no '{key}', so its memory cannot be estimated")
+    total = count_params_meta(config)
+    h, layers, heads = config["hidden_size"], config["num_hidden_layers"], config["num_attention_heads"]
+    vocab, tie = config["vocab_size"], bool(config.get("tie_word_embeddings", False))
+    embed = vocab * h
+    per_layer = (total - embed - (0 if tie else embed)) // layers
+    arch = (config.get("architectures") or ["DecoderLayer"])[0]
+    return ModelSpec(
+        name=name,
+        model_type=str(config.get("model_type")),
+        hidden_size=h,
+        num_layers=layers,
+        num_heads=heads,
+        num_kv_heads=int(config.get("num_key_value_heads") or heads),
+        head_dim=int(config.get("head_dim") or h // heads),
+        intermediate_size=int(config.get("intermediate_size") or 4 * h),
+        vocab_size=vocab,
+        tie_embeddings=tie,
+        max_seq_len=int(config.get("max_position_embeddings") or 4096),
+        decoder_layer_cls=arch.replace("ForCausalLM", "DecoderLayer"),
+        params_total=total,
+        params_per_layer=per_layer,
+        params_embedding=embed,
+        largest_layer_params=max(embed, per_layer // 3),
+        matmul_params_active=total - embed + (embed if tie else 0),
+    )
+
+
+def load_model(spec: str, trust_remote_code: bool = False) -> ModelSpec:
+    """Resolve --model: preset name, known hub id (offline), local dir with config.json, or hub id (config only)."""
+    del trust_remote_code  # config.json is read as JSON; no remote code ever runs here
+    if spec in PRESETS:
+        return spec_from_config(preset_config(spec), spec)
+    if spec.lower() in HUB_IDS:
+        return spec_from_config(preset_config(HUB_IDS[spec.lower()]), spec)
+    path = Path(spec).expanduser()
+    if path.is_dir():
+        config_file = path / "config.json"
+        if not config_file.is_file():
+            raise UserError(f"{path} has no config.json; pass a model directory, a preset or a hub id")
+        return _spec_from_any_config(_read_config_file(config_file), spec)
+    if path.suffix == ".json" and path.is_file():
+        return _spec_from_any_config(_read_config_file(path), spec)
+    if spec.count("/") != 1 or spec.startswith(("/", ".")):
+        raise UserError(f"unknown model '{spec}': not a preset ({', '.join(PRESETS)}), a directory or a hub id")
+    return _spec_from_any_config(_fetch_hub_config(spec), spec)

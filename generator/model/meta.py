@@ -1,0 +1,19 @@
+"""Parameter counting by instantiating a config on the meta device: the fallback for architectures the closed-form
+counter does not know. Imports torch/transformers lazily, so it is never on the planning path for known families."""
+
+from __future__ import annotations
+
+
+def count_params_meta(config_dict: dict) -> int:
+    """Exact parameter count (tied weights once) of AutoModelForCausalLM built from `config_dict` with no memory."""
+    from accelerate import init_empty_weights
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    cfg = dict(config_dict)
+    model_type = cfg.pop("model_type")
+    cfg = {k: v for k, v in cfg.items() if not k.startswith("_")}
+    config = AutoConfig.for_model(model_type, **cfg)
+    with init_empty_weights():
+        model = AutoModelForCausalLM.from_config(config)
+    # parameters() yields a tied weight once.
+    return sum(p.numel() for p in model.parameters())

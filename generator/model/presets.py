@@ -1,0 +1,39 @@
+"""Bundled model configs (generator/presets/*.json, config.json-like) and the hub ids they stand for offline."""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
+
+PRESET_DIR = Path(__file__).resolve().parent.parent / "presets"
+
+PRESETS: tuple[str, ...] = tuple(sorted(p.stem for p in PRESET_DIR.glob("*.json")))
+
+# Hub ids (lower-cased) whose config.json has the same dimensions as a preset, so they resolve without a network.
+HUB_IDS = {
+    "mistralai/mistral-7b-v0.1": "mistral-7b",
+    "mistralai/mistral-7b-instruct-v0.1": "mistral-7b",
+    "meta-llama/meta-llama-3-8b": "llama-3-8b",
+    "meta-llama/meta-llama-3-8b-instruct": "llama-3-8b",
+    "meta-llama/llama-2-7b-hf": "llama-2-7b",
+    "meta-llama/llama-2-7b-chat-hf": "llama-2-7b",
+    "meta-llama/llama-2-13b-hf": "llama-2-13b",
+    "meta-llama/llama-2-13b-chat-hf": "llama-2-13b",
+    "meta-llama/meta-llama-3-70b": "llama-3-70b",
+    "meta-llama/meta-llama-3-70b-instruct": "llama-3-70b",
+    "qwen/qwen2.5-7b": "qwen2.5-7b",
+    "qwen/qwen2.5-7b-instruct": "qwen2.5-7b",
+    "mistralai/mixtral-8x7b-v0.1": "mixtral-8x7b",
+    "mistralai/mixtral-8x7b-instruct-v0.1": "mixtral-8x7b",
+}
+
+
+@cache
+def _read(name: str) -> str:
+    return (PRESET_DIR / f"{name}.json").read_text()
+
+
+def preset_config(name: str) -> dict:
+    """The preset's config dict (a fresh copy each call)."""
+    return json.loads(_read(name))
