@@ -1,0 +1,182 @@
+"""Rules that need this machine's wiring: ids spanning NVLink islands, sharding over PCIe, HSDP groups vs islands.
+
+The topology engine is imported inside the rules so `check` without a topology never loads it."""
+
+from __future__ import annotations
+
+from generator.check.types import CheckContext, Finding
+from generator.check.view import as_int, distributed_type, fsdp_version, gpu_ids, per_node_processes, section, sharded
+
+
+def _job_ids(cfg: dict, ctx: CheckContext) -> list[int] | None:
+    """GPU ids one machine of the job uses, in rank order, when that is knowable and valid on this machine."""
+    if ctx.topo is None or distributed_type(cfg) in (None, "NO"):
+        return None
+    ids, have = gpu_ids(cfg), list(ctx.topo.indices)
+    if ids == "all":
+        per_node = per_node_processes(cfg)
+        return have if per_node == len(have) else None
+    if isinstance(ids, list) and len(ids) > 1 and len(set(ids)) == len(ids) and set(ids) <= set(have):
+        return ids
+    return None
+
+
+def _island_of(islands: list[list[int]]) -> dict[int, int]:
+    return {g: n for n, island in enumerate(islands) for g in island}
+
+
+def islands_spanned(cfg: dict, ctx: CheckContext) -> list[Finding]:
+    ids = _job_ids(cfg, ctx)
+    if ids is None:
+        return []
+    from generator.topology import best_subset, islands, subset_busbw_gbps
+
+    isl = islands(ctx.topo)
+    where = _island_of(isl)
+    if len({where.get(g) for g in ids}) <= 1 or not any(len(i) >= len(ids) for i in isl):
+        return []
+    best = best_subset(ctx.topo, len(ids))
+    now, better = subset_busbw_gbps(ctx.topo, ids), best.busbw_gbps
+    text = ",".join(map(str, best.gpu_ids))
+    return [
+        Finding(
+            "warning",
+            "gpu_ids",
+            f"GPUs {','.join(map(str, ids))} span NVLink islands (predicted "
+            f"{now:.0f} GB/s bus bandwidth) although one island holds {len(ids)} GPUs.",
+            f"use gpu_ids: {text} (predicted {better:.0f} GB/s).",
+            "islands_spanned",
+            ((("gpu_ids",), text),) if as_int(cfg.get("num_machines", 1)) in (None, 1) else (),
+        )
+    ]
+
+
+def sharding_over_pcie(cfg: dict, ctx: CheckContext) -> list[Finding]:
+    ids = _job_ids(cfg, ctx)
+    if ids is None or not sharded(cfg):
+        return []
+    from generator.topology import islands, subset_busbw_gbps
+
+    slow = [(a, b) for n, a in enumerate(ids) for b in ids[n + 1 :] if ctx.topo.link(a, b).kind != "NV"]
+    if not slow:
+        return []
+    pairs = len(ids) * (len(ids) - 1) // 2
+    what = "over PCIe only" if len(slow) == pairs else f"across a PCIe hop (GPUs {slow[0][0]} and {slow[0][1]})"
+    bw = subset_busbw_gbps(ctx.topo, ids)
+    fits_island = any(len(i) >= len(ids) for i in islands(ctx.topo) if len(i) > 1)
+    fix = (
+        "use GPUs of one NVLink island"
+        if fits_island
+        else "prefer DDP or ZeRO-2 if memory allows (ZeRO-3/FSDP move ~1.5x DDP's bytes per step); "
+        "`python -m generator plan` compares them"
+    )
+    return [
+        Finding(
+            "warning",
+            "distributed_type",
+            f"parameter sharding (FSDP / ZeRO-3) all-gathers every layer "
+            f"{what}: predicted {bw:.0f} GB/s bus bandwidth.",
+            fix + ".",
+            "sharding_over_pcie",
+        )
+    ]
+
+
+def hsdp_groups(cfg: dict, ctx: CheckContext) -> list[Finding]:
+    ids = _job_ids(cfg, ctx)
+    if ids is None or distributed_type(cfg) != "FSDP":
+        return []
+    from generator.topology import islands, order_for_hsdp
+
+    fsdp = section(cfg, "fsdp_config")
+    if fsdp_version(cfg) == 1:
+        if str(fsdp.get("fsdp_sharding_strategy", "")).upper().startswith("HYBRID") and cfg.get("num_machines", 1) in (
+            1,
+            None,
+        ):
+            return [
+                Finding(
+                    "warning",
+                    "fsdp_config.fsdp_sharding_strategy",
+                    "FSDP1 HYBRID_SHARD shards over all "
+                    "visible GPUs of a machine, so on one machine it is plain FULL_SHARD (no island groups).",
+                    "for island-sized shard groups use fsdp_version: 2 with parallelism_config.",
+                    "hsdp_groups",
+                )
+            ]
+        return []
+    par = section(cfg, "parallelism_config")
+    shard = as_int(par.get("parallelism_config_dp_shard_size"))
+    replicate = as_int(par.get("parallelism_config_dp_replicate_size", 1)) or 1
+    if not shard or replicate < 2 or len(ids) % shard:
+        return []
+    where = _island_of(islands(ctx.topo))
+    blocks = [ids[i : i + shard] for i in range(0, len(ids), shard)]
+    bad = [b for b in blocks if len({where.get(g) for g in b}) > 1]
+    if not bad:
+        return []
+    ordered, best_shard = order_for_hsdp(ctx.topo, ids)
+    text = ",".join(map(str, ordered))
+    patch: tuple = ((("gpu_ids",), text),)
+    if best_shard != shard and len(ids) % best_shard == 0:
+        patch += (
+            (("parallelism_config", "parallelism_config_dp_shard_size"), best_shard),
+            (("parallelism_config", "parallelism_config_dp_replicate_size"), len(ids) // best_shard),
+        )
+    return [
+        Finding(
+            "warning",
+            "parallelism_config.parallelism_config_dp_shard_size",
+            f"shard group "
+            f"{','.join(map(str, bad[0]))} (ranks in gpu_ids order, {shard} per group) spans NVLink islands, "
+            "so every parameter all-gather crosses the slow link.",
+            f"use gpu_ids: {text} with dp_shard_size {best_shard} (each island a contiguous block).",
+            "hsdp_groups",
+            patch,
+        )
+    ]
+
+
+def hsdp_sizes(cfg: dict, ctx: CheckContext) -> list[Finding]:
+    par = section(cfg, "parallelism_config")
+    if distributed_type(cfg) != "FSDP" or not par:
+        return []
+    sizes = {k: as_int(par.get(f"parallelism_config_{k}_size", 1)) for k in ("dp_replicate", "dp_shard", "tp", "cp")}
+    sizes["sp"] = as_int(par.get("parallelism_config_sp_size", 1))
+    if any(v is None or v < 1 for v in sizes.values()):
+        return [
+            Finding(
+                "error",
+                "parallelism_config",
+                "sizes must be positive integers.",
+                "fix the *_size values.",
+                "hsdp_sizes",
+            )
+        ]
+    out, total, n = [], 1, as_int(cfg.get("num_processes"))
+    for v in sizes.values():
+        total *= v
+    if n and total != n:
+        out.append(
+            Finding(
+                "error",
+                "parallelism_config",
+                f"replicate x shard x tp x cp x sp = {total}, but num_processes is {n}; Accelerator() raises.",
+                "make the product equal num_processes.",
+                "hsdp_sizes",
+            )
+        )
+    if sizes["dp_shard"] == 1 and sizes["cp"] == 1 and fsdp_version(cfg) == 2:
+        out.append(
+            Finding(
+                "error",
+                "parallelism_config.parallelism_config_dp_shard_size",
+                "1 with cp_size 1: FSDP2 has no dimension to shard across (error in accelerate 1.15).",
+                "set dp_shard_size to the GPUs per NVLink island, or use MULTI_GPU for pure replication.",
+                "hsdp_sizes",
+            )
+        )
+    return out
+
+
+RULES = [islands_spanned, sharding_over_pcie, hsdp_groups, hsdp_sizes]
