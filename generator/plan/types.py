@@ -36,6 +36,10 @@ class PlanRequest:
     main_process_ip: str | None = None
     main_process_port: int = 29500
     inter_node_gbps: float | None = None
+    """Measured all-reduce busbw between machines, GB/s; None: from the topology, --fabric, or an assumed default."""
+    fabric: str | None = None
+    """Named inter-node fabric (generator.plan.fabrics.FABRICS) whose predicted bandwidth is used when no number is
+    given."""
 
 
 @dataclass(frozen=True)
@@ -62,7 +66,7 @@ class Plan:
     main_process_ip: str | None = None
     main_process_port: int = 29500
     forced: bool = False
-    """True when the user forced a strategy the planner would not pick (e.g. one that does not fit)."""
+    """True when the user forced a strategy that does not fit: written only with --force, and the header says so."""
     warnings: tuple[str, ...] = field(default_factory=tuple)
 
     @property

@@ -1,0 +1,188 @@
+"""Choose the GPUs, strategy, micro-batch, accumulation and checkpointing for a fine-tuning job.
+
+Pure: topology + model + request in, Plan out. Every configuration is priced by the estimator; the planner only
+enumerates and chooses. The rules, in order:
+1. Only configurations that fit (predicted reserved memory within the GPU minus headroom) are eligible.
+2. GPU count: the requested one; otherwise ("as many as help") the fewest GPUs whose best predicted total throughput is
+   within GPU_COUNT_TOLERANCE of the best over all counts. Extra GPUs that buy less than that stay free for others.
+3. Among the chosen count, the highest predicted throughput wins; options within TIE_TOLERANCE of it (below the
+   estimator's accuracy) are broken by: checkpointing off, larger micro-batch, then lower memory (a safety margin).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from generator.errors import UserError
+from generator.estimate.types import STRATEGIES, Estimate, Placement, Workload
+from generator.model.types import ModelSpec
+from generator.plan import advice, reasons
+from generator.plan.bandwidth_file import MeasuredBandwidth
+from generator.plan.batch import BatchOption, batch_options
+from generator.plan.candidates import GpuChoice, free_gpus, gpu_choices, placement_for
+from generator.plan.engines import Engines, default_engines
+from generator.plan.fabrics import inter_node_gbps
+from generator.plan.request_check import check_request
+from generator.plan.types import Plan, PlanRequest
+from generator.topology.types import Topology
+
+GPU_COUNT_TOLERANCE = 0.05
+"""More GPUs must buy at least 5% more predicted throughput to be used when the user did not fix the count."""
+TIE_TOLERANCE = 0.02
+"""Throughputs within 2% are a tie: the estimator cannot tell them apart."""
+OFFLOAD = ("zero2_offload", "zero3_offload")
+
+
+@dataclass(frozen=True)
+class Option:
+    """One GPU choice and batch setting, with every applicable strategy estimated on it."""
+
+    choice: GpuChoice
+    placement: Placement
+    batch: BatchOption
+    workload: Workload
+    estimates: tuple[Estimate, ...]
+    not_applicable: tuple[tuple[str, str], ...]
+    """(strategy, why it cannot run on this placement)."""
+
+
+@dataclass(frozen=True)
+class Row:
+    option: Option
+    estimate: Estimate
+
+    @property
+    def total_tps(self) -> float:
+        return self.estimate.tokens_per_s_per_gpu * self.option.placement.num_gpus
+
+    @property
+    def num_gpus(self) -> int:
+        return self.option.placement.num_gpus
+
+
+def make_plan(
+    topology: Topology,
+    model: ModelSpec,
+    request: PlanRequest,
+    bandwidth: MeasuredBandwidth | None = None,
+    engines: Engines | None = None,
+) -> Plan:
+    engines = engines or default_engines()
+    check_request(request)
+    inter, inter_reason, inter_warning = inter_node_gbps(
+        request.inter_node_gbps, topology.inter_node_gbps, request.fabric, request.num_machines
+    )
+    choices = gpu_choices(topology, request, engines, bandwidth)
+    options, split_problems = evaluate(topology, model, request, choices, inter, engines)
+    if not options:
+        raise UserError(split_problems[-1])
+    allowed = allowed_strategies(request)
+    rows = [Row(o, e) for o in options for e in o.estimates if e.strategy in allowed]
+    fitting = [r for r in rows if r.estimate.fits]
+    warnings = list(topology.warnings) + ([inter_warning] if inter_warning else [])
+    if fitting:
+        chosen, forced = pick(fitting), False
+    elif request.strategy != "auto" and rows:
+        chosen, forced = min(rows, key=lambda r: (r.estimate.reserved_gb, -r.num_gpus)), True
+        warnings.append(reasons.forced_warning(chosen.estimate))
+    elif request.strategy != "auto":
+        why = {s: w for o in options for s, w in o.not_applicable}.get(request.strategy, "no estimate")
+        raise UserError(f"--strategy {request.strategy} cannot run here: {why}; use --strategy auto")
+    else:
+        more = _all_free(topology, request, engines, bandwidth, inter)
+        raise UserError(advice.nothing_fits(model, request, options, rows, engines, more_gpus=more))
+    if request.seq_len > model.max_seq_len:
+        warnings.append(f"--seq-len {request.seq_len} exceeds the model's {model.max_seq_len} positions")
+    if request.num_machines > 1 and not request.main_process_ip:
+        warnings.append("--main-process-ip not set: give machine 0's private address before launching")
+    return build_plan(topology, model, request, chosen, fitting, rows, forced, inter_reason, warnings)
+
+
+def _all_free(topology, request, engines, bandwidth, inter) -> Placement | None:
+    """Placement on every free GPU, when the user asked for fewer (for the "what would fit" advice)."""
+    free = free_gpus(topology, request)
+    if request.num_gpus is None or request.num_gpus >= len(free):
+        return None
+    choice = gpu_choices(topology, replace(request, num_gpus=len(free)), engines, bandwidth)[0]
+    return placement_for(choice, topology, request, inter)
+
+
+def evaluate(topology, model, request, choices, inter, engines: Engines) -> tuple[list[Option], list[str]]:
+    """Estimate every strategy for every GPU choice and batch option; also say which GPU counts could not split."""
+    options, problems = [], []
+    for choice in choices:
+        placement = placement_for(choice, topology, request, inter)
+        batches, why = batch_options(request, placement.num_gpus)
+        if why:
+            problems.append(why)
+        for batch in batches:
+            workload = Workload(
+                method=request.method,
+                seq_len=request.seq_len,
+                micro_batch=batch.micro_batch,
+                grad_accum=batch.grad_accum,
+                grad_checkpointing=batch.grad_checkpointing,
+                optimizer=request.optimizer,
+                load_dtype=request.load_dtype,
+                lora_r=request.lora_r,
+                liger=request.liger,
+            )
+            skip = [(s, engines.applicable(s, workload, placement)) for s in STRATEGIES]
+            runnable = tuple(s for s, why_not in skip if why_not is None)
+            estimates = engines.estimate_all(model, workload, placement, strategies=runnable, headroom=request.headroom)
+            not_applicable = tuple((s, w) for s, w in skip if w is not None)
+            options.append(Option(choice, placement, batch, workload, tuple(estimates), not_applicable))
+    return options, problems
+
+
+def allowed_strategies(request: PlanRequest) -> tuple[str, ...]:
+    if request.strategy != "auto":
+        return (request.strategy,)
+    return tuple(s for s in STRATEGIES if request.allow_offload or s not in OFFLOAD)
+
+
+def pick(fitting: list[Row]) -> Row:
+    best_by_count: dict[int, float] = {}
+    for r in fitting:
+        best_by_count[r.num_gpus] = max(best_by_count.get(r.num_gpus, 0.0), r.total_tps)
+    best = max(best_by_count.values())
+    count = min(n for n, tps in best_by_count.items() if tps >= (1 - GPU_COUNT_TOLERANCE) * best)
+    same_count = [r for r in fitting if r.num_gpus == count]
+    top = max(r.total_tps for r in same_count)
+    near = [r for r in same_count if r.total_tps >= (1 - TIE_TOLERANCE) * top]
+    return min(
+        near,
+        key=lambda r: (
+            r.option.batch.grad_checkpointing,
+            -r.option.batch.micro_batch,
+            r.estimate.reserved_gb,
+            STRATEGIES.index(r.estimate.strategy),
+        ),
+    )
+
+
+def build_plan(topology, model, request, chosen: Row, fitting, rows, forced, inter_reason, warnings) -> Plan:
+    o, e = chosen.option, chosen.estimate
+    hsdp = e.strategy == "hsdp"
+    shard = o.choice.shard_size if hsdp else 1
+    why = reasons.explain(request, chosen, fitting, rows, inter_reason, GPU_COUNT_TOLERANCE)
+    return Plan(
+        model=model,
+        workload=o.workload,
+        strategy=e.strategy,
+        gpu_ids=o.choice.hsdp_ids if hsdp else o.choice.gpu_ids,
+        num_machines=request.num_machines,
+        global_batch=o.batch.global_batch,
+        estimate=e,
+        estimates=o.estimates,
+        reasons=tuple(why),
+        machine=topology.source,
+        gpu_name=o.placement.gpu_name,
+        hsdp_replicate=o.placement.num_gpus // shard if hsdp else 1,
+        hsdp_shard=shard,
+        machine_rank=request.machine_rank,
+        main_process_ip=request.main_process_ip,
+        main_process_port=request.main_process_port,
+        forced=forced,
+        warnings=tuple(dict.fromkeys(warnings)),
+    )
