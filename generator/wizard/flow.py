@@ -1,0 +1,106 @@
+"""The wizard: ask, plan, show the table, let the user accept or override, then write atomically. Ctrl-C anywhere
+raises KeyboardInterrupt before anything is written (the CLI turns it into exit 130)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from generator.errors import UserError
+from generator.wizard import questions as q
+from generator.wizard.runner import ask, run_questions
+
+
+def detect_live():
+    from generator.topology import load_topology
+
+    try:
+        return load_topology()
+    except UserError:
+        return None
+
+
+def load_machine(answers, live):
+    from generator.topology import load_topology
+
+    if answers["machine"] == q.LIVE:
+        return live
+    if answers["machine"] == q.FILE:
+        return load_topology(topo_file=str(Path(answers["topo_file"]).expanduser()))
+    return load_topology(machine=answers["machine"])
+
+
+def run_wizard(console=None) -> int:
+    from rich.console import Console
+
+    from generator.model import PRESETS, load_model
+    from generator.topology import REFERENCE_MACHINES
+
+    console = console or Console()
+    live = detect_live()
+    facts = {"_live": live, "_machines": REFERENCE_MACHINES, "_presets": tuple(PRESETS)}
+    answers = run_questions(q.QUESTIONS, facts)
+    topology = load_machine(answers, live)
+    model = load_model(answers["model"])
+    plan = review(topology, model, q.request_from_answers(answers), console)
+    if plan is None:
+        console.print("Nothing written.")
+        return 0
+    return write_config(plan, console)
+
+
+def review(topology, model, request, console):
+    """Plan, show, and re-plan on the user's overrides until they accept (-> Plan) or quit (-> None)."""
+    from generator.commands.plan import print_plan
+    from generator.plan.candidates import free_gpus
+    from generator.plan.planner import make_plan
+
+    while True:
+        try:
+            plan = make_plan(topology, model, request)
+        except UserError as exc:
+            console.print(f"[red]{exc}[/]", highlight=False)
+            fix = ask(q.RESCUE, {})
+            if fix == "quit":
+                return None
+            request = _rescued(request, fix)
+            continue
+        print_plan(plan, "(shown after writing)", [], console=console)
+        action = ask(q.REVIEW, {})
+        if action == "quit":
+            return None
+        if action == "strategy":
+            request = replace(request, strategy=ask(q.STRATEGY, {"_plan": plan}))
+        elif action == "gpus":
+            free = range(1, len(free_gpus(topology, request)) + 1)
+            request = replace(request, num_gpus=ask(q.GPU_COUNT, {"_free": free}))
+        elif not plan.forced or ask(q.WRITE_ANYWAY, {}):
+            return plan
+
+
+def _rescued(request, fix: str):
+    if fix == "offload":
+        return replace(request, allow_offload=True)
+    if fix == "shorter":
+        return replace(request, seq_len=max(1, request.seq_len // 2))
+    return replace(request, method=fix)
+
+
+def write_config(plan, console) -> int:
+    from generator.emit import render, write
+    from generator.fileio import check_writable
+
+    while True:
+        path = ask(q.OUTPUT, {})
+        overwrite = Path(path).is_file() and ask(q.OVERWRITE, {})
+        try:
+            check_writable(path, force=overwrite)
+            break
+        except UserError as exc:
+            console.print(f"[yellow]{exc}[/]", highlight=False)
+    emitted = render(plan, path)
+    written = write(emitted, force=overwrite)
+    console.print(f"[green]wrote[/] {', '.join(str(p) for p in written)}", highlight=False)
+    console.print("[bold]Launch it with:[/]")
+    console.print(emitted.launch_command, soft_wrap=True, highlight=False, markup=False)
+    return 0

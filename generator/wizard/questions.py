@@ -1,0 +1,188 @@
+"""The wizard's questions, as data. Each choice list and default is a function of the answers so far; `_live` holds
+the topology detected on this machine (or None), `_machines` the bundled reference machines."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from generator.plan.fabrics import FABRICS
+from generator.plan.types import PlanRequest
+from generator.wizard.runner import Answers, QuestionSpec
+
+FILE = "file"
+"""Machine answer meaning "read a topology file"."""
+LIVE = "live"
+"""Machine answer meaning "this machine, as detected"."""
+
+
+def positive_int(text: str) -> bool | str:
+    return text.strip().isdigit() and int(text) > 0 or "a whole number above 0"
+
+
+def auto_or_positive_int(text: str) -> bool | str:
+    return text.strip() == "auto" or positive_int(text) is True or 'a whole number above 0, or "auto"'
+
+
+def positive_number(text: str) -> bool | str:
+    try:
+        return float(text) > 0 or "a bandwidth above 0 (GB/s)"
+    except ValueError:
+        return "a bandwidth in GB/s, e.g. 40"
+
+
+def existing_file(text: str) -> bool | str:
+    return Path(text.strip()).expanduser().is_file() or "no such file"
+
+
+def auto_int(text: str) -> int | None:
+    return None if text == "auto" else int(text)
+
+
+def machine_choices(answers: Answers) -> list[tuple[str, str]]:
+    live = answers.get("_live")
+    first = [(f"This machine ({len(live.gpus)}x {live.gpus[0].name})", LIVE)] if live is not None else []
+    refs = [(f"{name}: {what}", name) for name, what in answers.get("_machines", {}).items()]
+    return first + refs + [("A topology file (nvidia-smi topo -m output or saved JSON)", FILE)]
+
+
+def model_choices(answers: Answers) -> list[str]:
+    return sorted(answers.get("_presets", ()))
+
+
+QUESTIONS: tuple[QuestionSpec, ...] = (
+    QuestionSpec(
+        "machine", "select", "Which machine?", machine_choices, default=lambda a: LIVE if a.get("_live") else None
+    ),
+    QuestionSpec("topo_file", "text", "Topology file:", validate=existing_file, when=lambda a: a["machine"] == FILE),
+    QuestionSpec(
+        "model",
+        "autocomplete",
+        "Model (preset, Hugging Face id or local directory):",
+        model_choices,
+        default="mistral-7b",
+        validate=lambda t: bool(t.strip()) or "type a preset name, a hub id or a path",
+    ),
+    QuestionSpec(
+        "method",
+        "select",
+        "Fine-tuning method?",
+        lambda a: [("Full fine-tune", "full"), ("LoRA", "lora"), ("QLoRA (4-bit base)", "qlora")],
+        default="full",
+    ),
+    QuestionSpec("seq_len", "text", "Sequence length (tokens):", default="4096", validate=positive_int, parse=int),
+    QuestionSpec(
+        "micro_batch",
+        "text",
+        "Micro-batch per GPU (auto = largest that fits):",
+        default="auto",
+        validate=auto_or_positive_int,
+        parse=auto_int,
+    ),  # fmt: skip
+    QuestionSpec(
+        "global_batch",
+        "text",
+        "Global batch, sequences per optimizer step (auto = no accumulation):",
+        default="auto",
+        validate=auto_or_positive_int,
+        parse=auto_int,
+    ),  # fmt: skip
+    QuestionSpec("num_machines", "text", "Number of machines:", default="1", validate=positive_int, parse=int),
+    QuestionSpec(
+        "main_process_ip",
+        "text",
+        "Machine 0's private IP address (rendezvous; keep it inside the cluster):",
+        validate=lambda t: bool(t.strip()) or "an address is needed",
+        when=lambda a: a["num_machines"] > 1,
+    ),  # fmt: skip
+    QuestionSpec(
+        "machine_rank",
+        "text",
+        "This machine's rank (0 = the main one):",
+        default="0",
+        validate=lambda t: t.strip().isdigit() or "0, 1, ...",
+        parse=int,
+        when=lambda a: a["num_machines"] > 1,
+    ),  # fmt: skip
+    QuestionSpec(
+        "fabric",
+        "select",
+        "Network between machines?",
+        lambda a: [(f"{name}: {f.what}", name) for name, f in FABRICS.items()] + [("I measured it (GB/s)", "measured")],
+        default="ib-ndr",
+        when=lambda a: a["num_machines"] > 1,
+    ),  # fmt: skip
+    QuestionSpec(
+        "inter_node_gbps",
+        "text",
+        "Measured all-reduce busbw between machines (GB/s):",
+        validate=positive_number,
+        parse=float,
+        when=lambda a: a.get("fabric") == "measured",
+    ),  # fmt: skip
+)
+
+
+def request_from_answers(a: Answers) -> PlanRequest:
+    multi = a.get("num_machines", 1) > 1
+    return PlanRequest(
+        method=a["method"],
+        seq_len=a["seq_len"],
+        micro_batch=a["micro_batch"],
+        global_batch=a["global_batch"],
+        num_gpus=a.get("num_gpus"),
+        exclude=tuple(a.get("exclude", ())),
+        strategy=a.get("strategy", "auto"),
+        num_machines=a.get("num_machines", 1),
+        machine_rank=a.get("machine_rank", 0) if multi else 0,
+        main_process_ip=a.get("main_process_ip") if multi else None,
+        fabric=a.get("fabric") if multi and a.get("fabric") != "measured" else None,
+        inter_node_gbps=a.get("inter_node_gbps") if multi else None,
+    )
+
+
+def review_choices(answers: Answers) -> list[tuple[str, str]]:
+    return [
+        ("Accept: write the config", "accept"),
+        ("Choose another strategy", "strategy"),
+        ("Choose the number of GPUs", "gpus"),
+        ("Quit without writing anything", "quit"),
+    ]
+
+
+def strategy_choices(answers: Answers) -> list[tuple[str, str]]:
+    rows = [("auto (the planner's pick)", "auto")]
+    for e in answers["_plan"].estimates:
+        verdict = "fits" if e.fits else "does NOT fit"
+        rows.append(
+            (
+                f"{e.strategy}: {e.reserved_gb:.1f} GB/GPU, {verdict}, {e.tokens_per_s_per_gpu:,.0f} tok/s/GPU",
+                e.strategy,
+            )
+        )
+    return rows
+
+
+def gpu_count_choices(answers: Answers) -> list[tuple[str, int | None]]:
+    return [("as many as help (auto)", None)] + [(f"{n} GPU{'s' if n > 1 else ''}", n) for n in answers["_free"]]
+
+
+def rescue_choices(answers: Answers) -> list[tuple[str, str]]:
+    return [
+        ("Switch to LoRA", "lora"),
+        ("Switch to QLoRA", "qlora"),
+        ("Allow ZeRO CPU offload (slow)", "offload"),
+        ("Halve the sequence length", "shorter"),
+        ("Quit without writing anything", "quit"),
+    ]
+
+
+REVIEW = QuestionSpec("action", "select", "What now?", review_choices, default="accept")
+STRATEGY = QuestionSpec("strategy", "select", "Strategy:", strategy_choices, default=lambda a: a["_plan"].strategy)
+GPU_COUNT = QuestionSpec("num_gpus", "select", "How many GPUs?", gpu_count_choices)
+RESCUE = QuestionSpec("rescue", "select", "Nothing fits. What now?", rescue_choices, default="lora")
+WRITE_ANYWAY = QuestionSpec("write_anyway", "confirm", "This strategy does not fit. Write it anyway?", default=False)
+OUTPUT = QuestionSpec(
+    "output", "text", "Write the config to:", default="accelerate_config.yaml",
+    validate=lambda t: bool(t.strip()) or "a file name is needed",
+)  # fmt: skip
+OVERWRITE = QuestionSpec("overwrite", "confirm", "That file exists. Overwrite it?", default=False)
