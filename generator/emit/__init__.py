@@ -1,0 +1,72 @@
+"""Turn a Plan into the files `accelerate launch` reads and the exact command to run them.
+
+`render` is pure (text in memory); `write` puts the files on disk, all or nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from generator.emit import command as _command
+from generator.emit.accelerate_yaml import accelerate_dict, dump_yaml
+from generator.emit.command import launch_command, nccl_env, train_args
+from generator.emit.deepspeed_json import deepspeed_dict, ds_json_path, dump_json, hpz_partition_size
+from generator.emit.header import header_lines, yaml_header
+from generator.emit.invariants import check_plan
+from generator.fileio import atomic_write, check_writable
+from generator.plan.types import Plan
+
+__all__ = ["Emitted", "render", "write", "train_args"]
+
+
+@dataclass(frozen=True)
+class Emitted:
+    files: dict[str, str]
+    """Path -> full text: the YAML at config_path, plus `<stem>.ds.json` beside it when one is needed."""
+    launch_command: str
+    """The exact shell command, every value quoted."""
+    env: dict[str, str]
+    """Environment hints (already in launch_command)."""
+    yaml_dict: dict
+    """The YAML content as data (what `yaml.safe_load` of the file returns)."""
+    config_path: str = ""
+    """Which of `files` is the Accelerate YAML (written last, so it never points at a missing JSON)."""
+
+
+def render(plan: Plan, config_path: str, train_args: Sequence[str] = ()) -> Emitted:
+    """Files and command for `plan`. `train_args` are extra train.py flags appended after the plan's own
+    (e.g. --dataset, --max-steps, --output-dir)."""
+    check_plan(plan)
+    args = _command.train_args(plan) + list(train_args)
+    env = nccl_env(plan)
+    hpz = hpz_partition_size(plan)
+    json_path = ds_json_path(config_path) if hpz else None
+    cfg = accelerate_dict(plan, json_path)
+    command = launch_command(plan, config_path, args, env)
+    lines = header_lines(plan, command, json_path, env)
+    files = {config_path: yaml_header(lines) + dump_yaml(cfg)}
+    if json_path and hpz:
+        if json_path == config_path:
+            raise ValueError(f"config path {config_path!r} would collide with its DeepSpeed JSON")
+        files[json_path] = dump_json(deepspeed_dict(plan, hpz, lines))
+    return Emitted(files=files, launch_command=command, env=env, yaml_dict=cfg, config_path=config_path)
+
+
+def write(emitted: Emitted, force: bool) -> list[Path]:
+    """Write every file atomically. All targets are checked before the first write; if a later write fails,
+    files this call created are removed again (a replaced file cannot be restored, hence the check first)."""
+    order = sorted(emitted.files, key=lambda k: k == emitted.config_path)  # YAML last: never points at a missing JSON
+    targets = {k: check_writable(k, force) for k in order}
+    existed = {k: p.exists() for k, p in targets.items()}
+    written: list[Path] = []
+    try:
+        for k in order:
+            written.append(atomic_write(targets[k], emitted.files[k], force))
+    except BaseException:
+        for k, p in zip(order, written, strict=False):  # written is a prefix of order
+            if not existed[k]:
+                p.unlink(missing_ok=True)
+        raise
+    return written

@@ -1,0 +1,69 @@
+"""The train.py flags for a Plan and the exact `accelerate launch` command line, every value shell-quoted."""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping, Sequence
+
+from generator.plan.types import Plan
+
+TRAIN_SCRIPT = "train.py"
+
+
+def train_args(plan: Plan) -> list[str]:
+    """train.py flags matching the plan. `--grad-checkpointing` states the intent; under FSDP the YAML's
+    fsdp_activation_checkpointing does the work and train.py skips HF gradient checkpointing (no double wrapping)."""
+    w = plan.workload
+    args = [
+        "--model", plan.model.name,
+        "--seq-len", str(w.seq_len),
+        "--micro-batch", str(w.micro_batch),
+        "--global-batch", str(plan.global_batch),
+        "--grad-checkpointing" if w.grad_checkpointing else "--no-grad-checkpointing",
+    ]  # fmt: skip
+    if w.method != "full":
+        args += ["--method", w.method, "--lora-r", str(w.lora_r)]
+    if w.load_dtype != "fp32":
+        args += ["--load-dtype", w.load_dtype]
+    if w.liger:
+        args.append("--liger")
+    return args
+
+
+def cpu_affinity_useful(plan: Plan) -> bool:
+    """NUMA pinning pays off with several GPUs per machine. Accelerate looks the GPU up in NVML by local rank,
+    ignoring CUDA_VISIBLE_DEVICES, so it pins the right cores only when gpu_ids are 0..n-1 in order."""
+    return len(plan.gpu_ids) > 1 and tuple(plan.gpu_ids) == tuple(range(len(plan.gpu_ids)))
+
+
+def launch_flags(plan: Plan) -> list[str]:
+    """Flags accelerate 1.15 does not take from the YAML (their argparse defaults shadow the YAML values).
+
+    Multi-machine: static rendezvous at main_process_ip:port with the node rank from --machine_rank. Not c10d:
+    with --same_network accelerate hands torchrun master_addr/port, which c10d ignores (it then rendezvouses at
+    localhost:29400 on every machine); checked through torch.distributed.run.config_from_args in the tests.
+    """
+    flags: list[str] = []
+    if plan.num_machines > 1:
+        flags += ["--rdzv_backend", "static", "--same_network", "--machine_rank", str(plan.machine_rank)]
+    if cpu_affinity_useful(plan):
+        flags.append("--enable_cpu_affinity")
+    return flags
+
+
+def launch_command(
+    plan: Plan, config_path: str, script_args: Sequence[str], env: Mapping[str, str] | None = None
+) -> str:
+    """`CUDA_DEVICE_ORDER=PCI_BUS_ID [env] accelerate launch --config_file <path> [flags] train.py <args>`."""
+    prefix = ["CUDA_DEVICE_ORDER=PCI_BUS_ID"] + [f"{k}={shlex.quote(v)}" for k, v in sorted((env or {}).items())]
+    words = ["accelerate", "launch", "--config_file", config_path, *launch_flags(plan), TRAIN_SCRIPT, *script_args]
+    return " ".join(prefix + [shlex.quote(w) for w in words])
+
+
+def nccl_env(plan: Plan) -> dict[str, str]:
+    """NCCL hints. GeForce RTX 40xx cards have no peer-to-peer; with older drivers NCCL still tries it and hangs
+    (accelerate forces the same for drivers < 550.40.07). Host shared memory is what NCCL uses anyway."""
+    name = plan.gpu_name.upper()
+    if len(plan.gpu_ids) > 1 and "RTX 40" in name and "ADA" not in name:
+        return {"NCCL_P2P_DISABLE": "1"}
+    return {}

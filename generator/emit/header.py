@@ -1,0 +1,111 @@
+"""The comment header on every emitted config: what was chosen and why, where it runs, what it is predicted to cost,
+and how to launch it. Deterministic (no timestamps, no absolute paths) so regenerated configs compare byte-identical.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+from generator import __version__
+from generator.plan.types import Plan
+
+WIDTH = 116  # plus "# " stays inside the project's 120 columns
+
+STRATEGY_LABELS = {
+    "ddp": "DDP (DistributedDataParallel): a full model copy per GPU, gradients all-reduced",
+    "zero1": "DeepSpeed ZeRO-1: optimizer states sharded",
+    "zero2": "DeepSpeed ZeRO-2: optimizer states and gradients sharded",
+    "zero3": "DeepSpeed ZeRO-3: optimizer states, gradients and parameters sharded",
+    "zero2_offload": "DeepSpeed ZeRO-2 with optimizer states offloaded to CPU memory",
+    "zero3_offload": "DeepSpeed ZeRO-3 with optimizer states and parameters offloaded to CPU memory",
+    "fsdp": "FSDP2 full shard (parameters resharded after forward; ZeRO-3-like)",
+    "fsdp_grad_op": "FSDP2 without resharding after forward (ZeRO-2-like)",
+    "hsdp": "FSDP2 hybrid shard (HSDP): shard inside each group, replicate across groups",
+}
+
+
+def strategy_label(plan: Plan) -> str:
+    if plan.strategy == "ddp" and plan.num_processes == 1:
+        return "single-GPU training (no data parallelism)"
+    return STRATEGY_LABELS[plan.strategy]
+
+
+def clean(text: str) -> str:
+    """One printable line: control characters and line breaks (YAML also breaks on U+0085/U+2028/U+2029, and
+    rejects most control characters even inside comments) are shown escaped instead."""
+    return "".join(c if c == "\t" or c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def header_lines(plan: Plan, command: str, ds_json: str | None, env: dict[str, str]) -> list[str]:
+    """The header as plain lines (no comment markers): YAML prefixes them with '# ', the DS JSON stores them."""
+    w, e = plan.workload, plan.estimate
+    ids = ",".join(str(i) for i in plan.gpu_ids)
+    per = "on each machine " if plan.num_machines > 1 else ""
+    lines = [
+        f"Written by dist-config-generator {__version__} (python -m generator); regenerate rather than edit.",
+        f"Chosen: {plan.strategy}: {strategy_label(plan)}.",
+        f"Machine: {plan.machine}; GPU {plan.gpu_name}.",
+        f"GPU ids {per}(PCI bus order, as nvidia-smi numbers them): {ids} -> {plan.num_processes} process(es) over "
+        f"{plan.num_machines} machine(s). The command sets CUDA_DEVICE_ORDER=PCI_BUS_ID so CUDA uses the same ids.",
+        f"Workload: {plan.model.name}, method {w.method}, sequence length {w.seq_len}, micro-batch {w.micro_batch} x "
+        f"accumulation {w.grad_accum} x {plan.num_processes} GPU(s) = global batch {plan.global_batch} sequences.",
+        "Activation checkpointing: " + _checkpointing(plan),
+        f"Expected peak memory per GPU (predicted): {e.peak_gb:.1f} GB allocated, {e.reserved_gb:.1f} GB reserved, "
+        f"budget {e.capacity_gb:.1f} GB after headroom."
+        + (f" Host memory for offloaded states: {e.cpu_gb:.1f} GB per machine (predicted)." if e.cpu_gb else ""),
+        f"Throughput (predicted): {e.tokens_per_s_per_gpu:,.0f} tokens/s per GPU, {e.step_s:.2f} s per optimizer "
+        f"step, MFU {e.mfu * 100:.1f}%.",
+    ]
+    if not e.fits:
+        lines.append("WARNING: predicted NOT to fit in GPU memory; written only because this strategy was forced.")
+    if plan.strategy == "hsdp":
+        lines.append(
+            f"HSDP mesh: {plan.hsdp_replicate} replica(s) x {plan.hsdp_shard} GPUs per shard group; each group is a "
+            "contiguous block of ranks, and gpu_ids are ordered so each block is one NVLink island or machine."
+        )
+    if ds_json:
+        lines.append(
+            f"DeepSpeed settings live in {ds_json} (ZeRO++ zero_hpz_partition_size needs a DeepSpeed JSON); "
+            "precision, accumulation and clipping are there, not here. Its path is relative to the launch directory."
+        )
+    if env:
+        lines.append("Environment: " + " ".join(f"{k}={v}" for k, v in sorted(env.items())) + " (in the command).")
+    if "--enable_cpu_affinity" in command:
+        lines.append(
+            "--enable_cpu_affinity pins each rank to its GPU's NUMA cores; drop it inside a container limited to "
+            "fewer CPUs."
+        )
+    if plan.num_machines > 1:
+        lines += [
+            f"Multi-machine: run the same command on every machine with --machine_rank 0..{plan.num_machines - 1}. "
+            f"The rendezvous on {plan.main_process_ip}:{plan.main_process_port} has no authentication: keep that "
+            "port and NCCL's on the cluster's private network.",
+        ]
+    if plan.forced:
+        lines.append("Strategy forced by the user; the planner would have chosen differently.")
+    lines += ["Why:"] + [f"  - {r}" for r in plan.reasons]
+    if plan.warnings:
+        lines += ["Warnings:"] + [f"  - {r}" for r in plan.warnings]
+    out = [wrapped for line in lines for wrapped in _wrap(clean(line))]
+    return out + ["Launch (from the directory the config path is relative to):", "  " + clean(command)]
+
+
+def _wrap(line: str) -> list[str]:
+    """Prose wrapped for reading; the launch command is never wrapped, so it can be copied as one line."""
+    indent = "    " if line.startswith("  - ") else "  "
+    return textwrap.wrap(line, width=WIDTH, subsequent_indent=indent, break_long_words=False, break_on_hyphens=False)
+
+
+def _checkpointing(plan: Plan) -> str:
+    if not plan.workload.grad_checkpointing:
+        return "off (spare memory is used to skip the recompute, about a third more compute)."
+    if plan.strategy in ("fsdp", "fsdp_grad_op", "hsdp"):
+        return (
+            "on, done by FSDP (fsdp_activation_checkpointing); train.py does not also enable HF gradient "
+            "checkpointing when FSDP does it."
+        )
+    return "on (train.py --grad-checkpointing: HF gradient checkpointing of every decoder layer)."
+
+
+def yaml_header(lines: list[str]) -> str:
+    return "".join(f"# {line}".rstrip() + "\n" for line in lines) + "\n"
