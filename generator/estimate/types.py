@@ -40,6 +40,8 @@ class Workload:
     lora_r: int = 16
     liger: bool = False
     """Liger fused kernels (fused linear cross-entropy: no full logits tensor)."""
+    grad_as_bucket_view: bool = False
+    """DDP `gradient_as_bucket_view` (Accelerate's default is False: the Reducer then keeps a second gradient copy)."""
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,85 @@
+"""Activation memory of a llama-family decoder under SDPA, from the tensors autograd saves (transformers 5.x source).
+
+Per token and decoder layer (h hidden, q = heads x head_dim, kv = kv_heads x head_dim, F intermediate, r = bytes of
+the residual stream: 2 when the model is bf16, 4 when fp32 weights run under bf16 autocast):
+- each RMSNorm (MistralRMSNorm.forward): the fp32 upcast kept by pow/mul (4h; for r = 4 the input itself), the
+  normalised tensor in the input dtype kept by `weight *` (r h), and its bf16 output kept by the next linear (2h);
+- attention: rotated q (2q), k and v (2kv each) and the output (2q) kept by SDPA (flash / mem-efficient: no s^2 term,
+  GQA passed through `enable_gqa` when there is no mask), the contiguous transposed output kept by o_proj (2q);
+- SwiGLU MLP: gate output (kept by silu), silu output and up output (kept by the product), the product (kept by
+  down_proj): 8F. MoE: per routed expert, plus the token copy each expert gathers.
+The loss: the logits Accelerate returns (fp32 after convert_outputs_to_fp32; bf16 under DeepSpeed), the log-softmax
+the cross-entropy keeps (fp32, after `logits.float()` in ForCausalLMLoss), and in backward its two fp32 gradients.
+Liger's fused linear cross-entropy materialises none of it.
+"""
+
+from __future__ import annotations
+
+from generator.estimate.states import DEEPSPEED
+from generator.estimate.types import Workload
+from generator.model.types import ModelSpec
+
+# Gradient buffers alive at once inside one layer's backward: at the SwiGLU product, d(silu out) and d(up) (2F each)
+# beside the incoming gradient; the attention side is smaller. Derived from the op graph, not measured.
+BACKWARD_TRANSIENT_F_BYTES = 4.0
+# Loss terms in bytes per token per vocabulary entry.
+LOSS_SAVED_BYTES = 4.0  # log-softmax output kept by nll_loss (fp32)
+LOSS_GRAD_BYTES = 8.0  # d(log-softmax) and d(logits), both fp32, alive together at the start of backward
+
+
+def residual_bytes(workload: Workload, strategy: str) -> int:
+    """Bytes per element of the residual stream: fp32 only when fp32 weights run under autocast outside DeepSpeed."""
+    if strategy in DEEPSPEED or workload.method == "qlora":
+        return 2
+    return 4 if workload.load_dtype == "fp32" and strategy == "ddp" else 2
+
+
+def layer_saved_bytes_per_token(model: ModelSpec, r: int) -> float:
+    """Bytes one decoder layer keeps for backward, per token (see module docstring)."""
+    h = model.hidden_size
+    q = model.num_heads * model.head_dim
+    kv = model.num_kv_heads * model.head_dim
+    f = model.intermediate_size
+    norms = 2 * (4 * h + r * h + 2 * h)
+    attention = 6 * q + 4 * kv
+    mlp = 8 * f if not model.num_experts else model.experts_per_token * (8 * f + 2 * h) + 4 * model.num_experts
+    return float(norms + attention + mlp)
+
+
+def logits_kept_bytes(workload: Workload, strategy: str) -> float:
+    """Bytes per token per vocab entry of the logits the training loop holds through backward."""
+    if workload.liger:
+        return 0.0
+    return 2.0 if strategy in DEEPSPEED else 4.0
+
+
+def activation_terms(model: ModelSpec, workload: Workload, strategy: str) -> dict[str, dict[str, float]]:
+    """{phase: {term: bytes}} for activations, the loss and autocast weight copies (see states.PHASES)."""
+    tokens = workload.seq_len * workload.micro_batch
+    r = residual_bytes(workload, strategy)
+    h, layers = model.hidden_size, model.num_layers
+    per_layer = layer_saved_bytes_per_token(model, r) * tokens
+    kept = logits_kept_bytes(workload, strategy) * model.vocab_size * tokens
+    loss = 0.0 if workload.liger else (LOSS_SAVED_BYTES + LOSS_GRAD_BYTES) * model.vocab_size * tokens
+    transient = BACKWARD_TRANSIENT_F_BYTES * model.intermediate_size * tokens
+    # fp32 weights under autocast: the bf16 casts linears save for backward (one layer when it is recomputed).
+    casts = 2.0 * model.params_per_layer if r == 4 else 0.0
+    if workload.method == "qlora":  # bitsandbytes dequantises one linear at a time to bf16
+        casts = 2.0 * model.hidden_size * model.intermediate_size
+    if workload.grad_checkpointing:
+        fwd = {"checkpoints": layers * r * h * tokens, "logits_and_loss": kept + loss}
+        bwd = {"checkpoints": r * h * tokens, "layer_recompute": per_layer, "backward_transient": transient}
+        if casts:
+            bwd["autocast_weight_copies"] = casts
+    else:
+        fwd = {"activations": layers * per_layer, "logits_and_loss": kept + loss}
+        if casts:
+            fwd["autocast_weight_copies"] = casts * (layers if r == 4 else 1)
+            bwd_casts = casts
+        else:
+            bwd_casts = 0.0
+        bwd = {"activations": per_layer, "backward_transient": transient}
+        if bwd_casts:
+            bwd["autocast_weight_copies"] = bwd_casts
+    bwd["logits_kept"] = kept
+    return {"forward_end": fwd, "backward_end": bwd, "optimizer": {}}

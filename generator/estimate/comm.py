@@ -1,0 +1,117 @@
+"""Bytes each GPU moves per optimizer step, and how long that takes on the placement's links.
+
+Volumes are "bus bytes" (nccl-tests doc/PERFORMANCE.md): a ring all-reduce of S bytes over n GPUs sends
+S x 2(n-1)/n per GPU, a reduce-scatter or all-gather S x (n-1)/n, so time = bus bytes / busbw.
+When each collective runs, under Accelerate's accumulate() with k micro-steps per optimizer step:
+- DDP: one gradient all-reduce per step (no_sync on the other micro-steps), in the parameters' dtype.
+- ZeRO-1: reduce at the accumulation boundary only, then all-gather of the updated bf16 partitions.
+- ZeRO-2/3: DeepSpeed reduces gradients every micro-step (engine.allreduce_gradients, partitioned gradients);
+  ZeRO-3 also all-gathers parameters for forward and again for backward every micro-step.
+- FSDP2: all-gathers per micro-step (twice with reshard after forward, once without); Accelerate's no_sync keeps
+  unsharded grads, so the reduce-scatter happens once per step. HSDP: the same inside a shard group, plus an
+  all-reduce of each shard across the replicas.
+- Offload: gradient partitions go to the host and updated parameters come back over PCIe (host_gbps);
+  ZeRO-3 parameter offload also fetches each partition for every all-gather.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from generator.estimate.states import DEEPSPEED, load_bytes, shard_count, trainable_params
+from generator.estimate.types import Placement, Workload
+from generator.model.types import ModelSpec
+
+
+@dataclass(frozen=True)
+class Comm:
+    bus_bytes: float
+    """Bytes each GPU sends per optimizer step over GPU links."""
+    seconds: float
+    """Time those collectives take at the placement's bus bandwidth (before overlap)."""
+    overlappable_s: float
+    """Part of `seconds` that runs concurrently with forward/backward compute."""
+    host_bytes: float = 0.0
+    """Bytes each GPU copies to/from the host per optimizer step (offload)."""
+    host_s: float = 0.0
+
+
+def _ring(n: int) -> float:
+    return (n - 1) / n if n > 1 else 0.0
+
+
+def _bandwidth(placement: Placement) -> float:
+    """Bottleneck bus bandwidth of the whole job (the slower of intra-machine and inter-machine)."""
+    bw = placement.busbw_gbps or 0.0
+    if placement.num_machines > 1 and placement.inter_node_gbps:
+        bw = min(bw, placement.inter_node_gbps) if bw else placement.inter_node_gbps
+    return bw
+
+
+def _time(bus_bytes: float, gbps: float) -> float:
+    if bus_bytes <= 0:
+        return 0.0
+    return bus_bytes / (gbps * 1e9) if gbps > 0 else float("inf")
+
+
+def communication(model: ModelSpec, workload: Workload, placement: Placement, strategy: str) -> Comm:
+    n = placement.num_gpus
+    if n <= 1:
+        return Comm(0.0, 0.0, 0.0)
+    p = float(trainable_params(model, workload))
+    k = workload.grad_accum
+    bw = _bandwidth(placement)
+    ring = _ring(n)
+    if strategy == "ddp":
+        grad_bytes = load_bytes(workload) if workload.method == "full" else 4
+        b = p * grad_bytes * 2 * ring
+        return Comm(b, _time(b, bw), _time(b, bw))
+    if strategy in FSDP_GATHERS:
+        gathers = FSDP_GATHERS[strategy]
+        if strategy == "hsdp":
+            return _hsdp(p, k, placement, gathers)
+        ag, rs = gathers * k * 2 * p * ring, 2 * p * ring
+        return Comm(ag + rs, _time(ag + rs, bw), _time(ag + rs, bw))
+    if strategy in DEEPSPEED:
+        stage = int(strategy[4])
+        reduces = 1 if stage == 1 else k
+        rs = reduces * 2 * p * ring
+        ag = (2 * k if stage == 3 else 1) * 2 * p * ring
+        overlapped = rs + ag if stage == 3 else 0.0  # overlap_comm defaults to True only for stage 3
+        host, host_s = _offload_host(p, k, n, strategy, placement)
+        return Comm(rs + ag, _time(rs + ag, bw), _time(overlapped, bw), host, host_s)
+    raise ValueError(f"unknown strategy {strategy}")
+
+
+# All-gathers per micro-step: reshard after forward gathers again for backward.
+FSDP_GATHERS = {"fsdp": 2, "fsdp_grad_op": 1, "hsdp": 2}
+
+
+def _hsdp(p: float, k: int, placement: Placement, gathers: int) -> Comm:
+    m = shard_count("hsdp", placement)
+    replicas = placement.num_gpus // m
+    inner = gathers * k * 2 * p * _ring(m) + 2 * p * _ring(m)
+    across = (2 * p / m) * 2 * _ring(replicas)
+    inner_bw = placement.shard_busbw_gbps or placement.busbw_gbps
+    across_bw = _bandwidth(placement)
+    t = _time(inner, inner_bw) + _time(across, across_bw)
+    return Comm(inner + across, t, _time(inner, inner_bw))
+
+
+def _offload_host(p: float, k: int, n: int, strategy: str, placement: Placement) -> tuple[float, float]:
+    """Host traffic per GPU: fp32 gradient partition out each micro-step, bf16 parameters back once per step,
+    and with parameter offload each partition fetched for every all-gather."""
+    if not strategy.endswith("_offload"):
+        return 0.0, 0.0
+    part = p / n
+    host = k * 4 * part + 2 * part
+    if strategy == "zero3_offload":
+        host += 2 * k * 2 * part
+    return host, host / (placement.host_gbps * 1e9)
+
+
+def comm_gb(comm: Comm) -> float:
+    return comm.bus_bytes / 1e9
+
+
+__all__ = ["Comm", "comm_gb", "communication", "shard_count"]

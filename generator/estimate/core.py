@@ -1,0 +1,122 @@
+"""Assemble one Estimate per strategy: memory at each training phase (peak = the worst), reserved, fit, time."""
+
+from __future__ import annotations
+
+from generator.estimate.activations import activation_terms
+from generator.estimate.comm import communication
+from generator.estimate.hardware import gpu_known
+from generator.estimate.states import DEEPSPEED, FSDP_FAMILY, PHASES, cpu_bytes_per_machine, model_states
+from generator.estimate.timing import step_timing
+from generator.estimate.types import METHODS, STRATEGIES, Estimate, Placement, Workload
+from generator.model.types import ModelSpec
+
+# max_memory_reserved / max_memory_allocated per framework. Predicted, not yet measured on this stack: the caching
+# allocator rounds blocks and keeps freed ones; FSDP2's per-layer all-gather buffers (freed on another stream) fragment
+# most, DeepSpeed's large flat buffers least. The GPU benchmark issue replaces these with measured ratios.
+FRAGMENTATION = {"ddp": 0.03, "deepspeed": 0.06, "fsdp": 0.12}
+# Outside the allocator entirely (max_memory_allocated never sees them), but they take GPU memory:
+CUDA_CONTEXT_GB = 0.6  # CUDA context + cuBLAS/cuDNN workspaces with lazy module loading (predicted)
+NCCL_BUFFERS_GB = 0.5  # NCCL channel buffers per process in a multi-GPU job (predicted)
+
+
+def _framework(strategy: str) -> str:
+    if strategy in DEEPSPEED:
+        return "deepspeed"
+    return "fsdp" if strategy in FSDP_FAMILY else "ddp"
+
+
+def applicable(strategy: str, workload: Workload, placement: Placement) -> str | None:
+    """None when `strategy` can run this workload on this placement, else the reason it cannot (one line).
+
+    One GPU: `ddp` means plain single-process training. DeepSpeed and FSDP still run on one GPU and keep fp32
+    master weights, so zero2, the offload variants and fsdp stay; zero1/zero3/fsdp_grad_op would only repeat them."""
+    if strategy not in STRATEGIES:
+        return f"unknown strategy '{strategy}' (one of {', '.join(STRATEGIES)})"
+    if workload.method not in METHODS:
+        return f"unknown method '{workload.method}' (one of {', '.join(METHODS)})"
+    if workload.method == "qlora" and strategy != "ddp":
+        return "QLoRA's 4-bit base is trained here under DDP (or one GPU) only"
+    n = placement.num_gpus
+    if n == 1 and strategy in ("zero1", "zero3", "fsdp_grad_op"):
+        twin = {"zero1": "zero2", "zero3": "zero2", "fsdp_grad_op": "fsdp"}[strategy]
+        return f"on one GPU nothing is sharded: {strategy} keeps the same states as {twin}"
+    if strategy == "hsdp":
+        shard = placement.shard_size or placement.num_gpus_per_machine
+        if n == 1 or shard >= n:
+            return "HSDP needs at least two shard groups (one group is plain FSDP)"
+        if shard < 2 or n % shard:
+            return f"HSDP shard size {shard} must be at least 2 and divide the {n} GPUs"
+    if placement.num_machines > 1 and not placement.inter_node_gbps:
+        return "several machines need the inter-node bandwidth (Placement.inter_node_gbps)"
+    return None
+
+
+def _memory(model: ModelSpec, workload: Workload, placement: Placement, strategy: str) -> tuple[str, dict]:
+    states = model_states(model, workload, placement, strategy)
+    acts = activation_terms(model, workload, strategy)
+    phases = {ph: {**states[ph], **acts[ph]} for ph in PHASES}
+    worst = max(PHASES, key=lambda ph: sum(phases[ph].values()))
+    return worst, {k: v / 1e9 for k, v in phases[worst].items() if v > 0}
+
+
+def _notes(model: ModelSpec, workload: Workload, placement: Placement, strategy: str, phase: str) -> list[str]:
+    notes = [f"peak in {phase.replace('_', ' ')}"]
+    if strategy == "ddp" and workload.method == "full":
+        if workload.load_dtype == "fp32":
+            notes.append(
+                "fp32 weights under bf16 autocast: 16 B/param"
+                + (" + 4 B bucket" if placement.num_gpus > 1 and not workload.grad_as_bucket_view else "")
+            )
+        else:
+            notes.append("bf16 weights without fp32 master: small updates are lost")
+    if strategy in FSDP_FAMILY and workload.grad_accum > 1:
+        notes.append("Accelerate's no_sync keeps unsharded bf16 grads during accumulation")
+    if strategy in ("zero1", "zero2", "zero2_offload") and placement.num_gpus > 1:
+        notes.append("DeepSpeed stage 1/2 does not overlap reductions by default (overlap_comm=false)")
+    if not gpu_known(placement.gpu_name):
+        notes.append(f"'{placement.gpu_name}' not in the GPU table: speed is a rough guess")
+    return notes
+
+
+def estimate(
+    model: ModelSpec, workload: Workload, placement: Placement, strategy: str, headroom: float = 0.10
+) -> Estimate:
+    """Memory, communication and time of `strategy` for this model/workload/placement (all predicted)."""
+    phase, breakdown = _memory(model, workload, placement, strategy)
+    peak = sum(breakdown.values())
+    reserved = peak * (1 + FRAGMENTATION[_framework(strategy)])
+    outside = CUDA_CONTEXT_GB + (NCCL_BUFFERS_GB if placement.num_gpus > 1 else 0.0)
+    capacity = placement.gpu_memory_gb * (1 - headroom) - outside
+    comm = communication(model, workload, placement, strategy)
+    timing = step_timing(model, workload, placement, strategy, comm)
+    return Estimate(
+        strategy=strategy,
+        fits=reserved <= capacity,
+        peak_gb=peak,
+        reserved_gb=reserved,
+        breakdown=breakdown,
+        capacity_gb=capacity,
+        comm_gb_per_step=(comm.bus_bytes + comm.host_bytes) / 1e9,
+        comm_s=comm.seconds + comm.host_s,
+        compute_s=timing.compute_s,
+        step_s=timing.step_s,
+        tokens_per_s_per_gpu=timing.tokens_per_s_per_gpu,
+        mfu=timing.mfu,
+        cpu_gb=cpu_bytes_per_machine(model, workload, placement, strategy) / 1e9,
+        notes=tuple(_notes(model, workload, placement, strategy, phase)),
+    )
+
+
+def estimate_all(
+    model: ModelSpec,
+    workload: Workload,
+    placement: Placement,
+    strategies: tuple[str, ...] = STRATEGIES,
+    headroom: float = 0.10,
+) -> list[Estimate]:
+    """One Estimate per applicable strategy, in the order given."""
+    return [
+        estimate(model, workload, placement, s, headroom)
+        for s in strategies
+        if applicable(s, workload, placement) is None
+    ]

@@ -1,0 +1,160 @@
+"""Model states per GPU (weights, gradients, optimizer states, framework buffers), per framework and training phase.
+
+What each framework really keeps (Accelerate 1.15, torch FSDP2, DeepSpeed 0.19; see memory-and-bandwidth.md):
+- DDP: parameters keep their load dtype (Accelerate's bf16 only adds autocast), grads and AdamW m/v in that dtype,
+  plus the Reducer's gradient bucket copy unless gradient_as_bucket_view. One GPU: no DDP wrapper, no bucket.
+- DeepSpeed: module cast to bf16, fp32 master weights + fp32 Adam always. ZeRO-1 4 + 12/N, ZeRO-2 2 + 14/N,
+  ZeRO-3 16/N bytes/param (ZeRO paper, Rajbhandari et al. 2020, fig. 1), plus buckets and, in the step, the fp32
+  copy of this rank's gradient partition. The YAML path leaves bucket sizes at DeepSpeed's defaults (5e8 elements).
+- FSDP2: Accelerate upcasts trainable shards to fp32 under mixed precision: 16/N, plus bf16 unsharded units in flight.
+- LoRA: frozen base, adapters upcast to fp32 by peft (autocast_adapter_dtype) with fp32 AdamW: 16 bytes/adapter param.
+- QLoRA: NF4 base (0.5 byte/param + double-quantised block constants), embeddings and lm_head stay bf16.
+Phases: "forward_end" (loss computed, backward starting), "backward_end" (first decoder layer's backward),
+"optimizer" (the step). Bytes in, GB out happens in core.
+"""
+
+from __future__ import annotations
+
+from generator.estimate.types import Placement, Workload
+from generator.model.types import ModelSpec
+
+PHASES = ("forward_end", "backward_end", "optimizer")
+
+# DeepSpeed defaults (deepspeed/runtime/zero/config.py) that stand when Accelerate builds the config from the YAML.
+DS_REDUCE_BUCKET_ELEMS = 5e8
+DS_PREFETCH_BUCKET_ELEMS = 5e7
+DS_MAX_LIVE_PARAMS = 1e9
+# bitsandbytes NF4 with double quantisation: 8-bit absmax per 64 weights + fp32 per 256 blocks = 0.127 bit/param.
+NF4_BYTES_PER_PARAM = 0.5 + 0.127 / 8
+# bitsandbytes 8-bit AdamW: one byte each for m and v (block-wise quantisation constants are negligible).
+ADAMW8BIT_STATE_BYTES = 2.0
+# peft keeps LoRA adapters in fp32 (autocast_adapter_dtype=True): weight 4 + grad 4 + AdamW 8.
+LORA_STATE_BYTES = 16.0
+# Targets LoRA adapts in every decoder layer (train.py default: all linear projections).
+LORA_TARGETS = ("q", "k", "v", "o", "gate", "up", "down")
+
+DEEPSPEED = ("zero1", "zero2", "zero3", "zero2_offload", "zero3_offload")
+FSDP_FAMILY = ("fsdp", "fsdp_grad_op", "hsdp")
+
+
+def shard_count(strategy: str, placement: Placement) -> int:
+    """GPUs one model copy's states are spread over (1 for DDP)."""
+    if strategy == "ddp":
+        return 1
+    if strategy == "hsdp":
+        return placement.shard_size or placement.num_gpus_per_machine
+    return placement.num_gpus
+
+
+def lora_params(model: ModelSpec, rank: int) -> int:
+    """Adapter parameters: r x (in + out) per targeted linear per layer (MoE experts not adapted)."""
+    h, q = model.hidden_size, model.num_heads * model.head_dim
+    kv, f = model.num_kv_heads * model.head_dim, model.intermediate_size
+    dims = {"q": (h, q), "k": (h, kv), "v": (h, kv), "o": (q, h), "gate": (h, f), "up": (h, f), "down": (f, h)}
+    return model.num_layers * sum(rank * (a + b) for a, b in (dims[t] for t in LORA_TARGETS))
+
+
+def trainable_params(model: ModelSpec, workload: Workload) -> int:
+    return model.params_total if workload.method == "full" else lora_params(model, workload.lora_r)
+
+
+def load_bytes(workload: Workload) -> int:
+    return 4 if workload.load_dtype == "fp32" else 2
+
+
+def _optimizer_bytes(workload: Workload, param_bytes: float) -> float:
+    return ADAMW8BIT_STATE_BYTES if workload.optimizer == "adamw8bit" else 2 * param_bytes
+
+
+def _frozen_base_bytes(model: ModelSpec, workload: Workload, strategy: str) -> float:
+    """LoRA/QLoRA frozen base weights on one GPU (before sharding)."""
+    p = model.params_total
+    if workload.method == "qlora":
+        kept_bf16 = model.params_embedding + (0 if model.tie_embeddings else model.vocab_size * model.hidden_size)
+        return (p - kept_bf16) * NF4_BYTES_PER_PARAM + 2 * kept_bf16
+    return p * (2 if strategy in DEEPSPEED else load_bytes(workload))
+
+
+def _fsdp_in_flight(model: ModelSpec) -> tuple[float, float]:
+    """bf16 unsharded bytes alive (after forward, late in backward) under FSDP2 with one unit per decoder layer.
+
+    The root unit (embeddings, final norm, lm_head) is not resharded after forward and its gradients are reduced last;
+    late in backward one layer's params, its prefetched neighbour and the layer's unsharded grads are alive too."""
+    root = model.params_total - model.num_layers * model.params_per_layer
+    return 2.0 * root, 2.0 * (2 * root + 3 * model.params_per_layer)
+
+
+def ds_live_params_bytes(model: ModelSpec) -> float:
+    """ZeRO-3 gathered bf16 params: the module in use + the prefetch bucket, capped by stage3_max_live_parameters."""
+    live = min(DS_MAX_LIVE_PARAMS, max(model.params_per_layer, model.largest_layer_params) + DS_PREFETCH_BUCKET_ELEMS)
+    return 2.0 * live
+
+
+def model_states(model: ModelSpec, workload: Workload, placement: Placement, strategy: str) -> dict[str, dict]:
+    """Named byte terms alive in each phase: {phase: {term: bytes}} (terms absent from a phase are not alive)."""
+    n = shard_count(strategy, placement)
+    t = trainable_params(model, workload)
+    full = workload.method == "full"
+    accum = workload.grad_accum > 1
+    terms: dict[str, dict[str, float]] = {ph: {} for ph in PHASES}
+
+    def every(name: str, value: float, phases=PHASES) -> None:
+        for ph in phases:
+            if value:
+                terms[ph][name] = terms[ph].get(name, 0.0) + value
+
+    grad_phases = PHASES if accum else ("backward_end", "optimizer")
+    if not full:
+        replicated = strategy in ("ddp", "zero1", "zero2", "zero2_offload")
+        every("frozen_weights", _frozen_base_bytes(model, workload, strategy) / (1 if replicated else n))
+    if strategy == "ddp":
+        wb = load_bytes(workload) if full else 4
+        every("weights", t * wb)
+        # Late in backward (first decoder layer) the embedding's gradient is not allocated yet; the step has it.
+        late = t - (model.params_embedding if full and not accum else 0)
+        every("grads", t * wb, tuple(ph for ph in grad_phases if ph != "backward_end"))
+        every("grads", late * wb, ("backward_end",))
+        every("optimizer_states", t * (_optimizer_bytes(workload, wb) if full else LORA_STATE_BYTES - 8))
+        if placement.num_gpus > 1 and not workload.grad_as_bucket_view:
+            every("ddp_grad_bucket", t * wb)
+        return terms
+    opt = _optimizer_bytes(workload, 4.0)
+    if strategy in FSDP_FAMILY:
+        every("master_weights_fp32", 4.0 * t / n)
+        every("grads_fp32", 4.0 * t / n, grad_phases)
+        every("optimizer_states", opt * t / n)
+        after_fwd, late_bwd = _fsdp_in_flight(model)
+        if strategy == "fsdp_grad_op":
+            after_fwd = 2.0 * model.params_total  # nothing resharded until each layer's backward
+        every("fsdp_unsharded", after_fwd, ("forward_end",))
+        every("fsdp_unsharded", late_bwd, ("backward_end",))
+        if accum:  # Accelerate's no_sync on FSDP2 keeps unsharded bf16 grads across micro-steps
+            every("fsdp_accum_grads", 2.0 * t, ("forward_end", "backward_end"))
+        return terms
+    # DeepSpeed
+    offload_opt = strategy.endswith("_offload")
+    stage = int(strategy[4])
+    if full:
+        every("weights_bf16", 2.0 * t / (n if stage == 3 else 1) if strategy != "zero3_offload" else 0.0)
+    if not offload_opt:
+        every("master_weights_fp32", 4.0 * t / n)
+        every("optimizer_states", opt * t / n)
+        every("fp32_grad_partition", 4.0 * t / n, ("optimizer",))
+    if stage == 1:
+        every("grads_bf16", 2.0 * t, grad_phases)
+        every("ds_buckets", 2.0 * DS_REDUCE_BUCKET_ELEMS, ("optimizer",))
+    else:
+        every("grads_bf16", 0.0 if offload_opt else 2.0 * t / n, grad_phases)
+        every("ds_buckets", 2.0 * DS_REDUCE_BUCKET_ELEMS * (2 if stage == 3 else 1), ("forward_end", "backward_end"))
+    if stage == 3:
+        every("zero3_live_params", ds_live_params_bytes(model), ("forward_end", "backward_end"))
+    return terms
+
+
+def cpu_bytes_per_machine(model: ModelSpec, workload: Workload, placement: Placement, strategy: str) -> float:
+    """Host memory for offloaded states: fp32 master + Adam + fp32 grads (+ bf16 params for ZeRO-3), per machine."""
+    if not strategy.endswith("_offload"):
+        return 0.0
+    t = trainable_params(model, workload)
+    per_param = 4.0 + _optimizer_bytes(workload, 4.0) + 4.0 + (2.0 if strategy == "zero3_offload" else 0.0)
+    return per_param * t / placement.num_machines
