@@ -1,0 +1,134 @@
+"""`python -m generator probe`: measure all-reduce / all-gather / reduce-scatter bus bandwidth of the GPU subsets that
+matter and write a bandwidth file `plan --bandwidth-file` reads. torch is imported only once measuring starts."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+
+from generator.errors import UserError
+
+FULL_SIZES, QUICK_SIZES = "1M,16M,256M,1G", "16M,256M"
+
+
+def register(subparsers, verb: str, help_text: str) -> argparse.ArgumentParser:
+    p = subparsers.add_parser(verb, help=help_text, description=help_text)
+    p.add_argument("--gpus", help="Comma list of GPU ids (PCI order) to probe; default all (CPU: 0,1).")
+    p.add_argument("--quick", action="store_true", help="Few sizes, few repeats, few subsets (<30 s on 8 GPUs).")
+    p.add_argument("--sizes", help=f"Message sizes (default {FULL_SIZES}; --quick {QUICK_SIZES}).")
+    p.add_argument("--repeats", type=int, help="Timed repeats per size (median kept; default 10, --quick 3).")
+    p.add_argument("--output", help="Write the bandwidth JSON here (for plan --bandwidth-file).")
+    p.add_argument("--force", action="store_true", help="Overwrite an existing --output.")
+    p.add_argument("--backend", choices=("nccl", "gloo"), help="Default nccl on GPUs, gloo on CPU.")
+    p.add_argument("--device", choices=("cuda", "cpu"), default="cuda", help="cpu runs the same path over gloo.")
+    p.add_argument("--p2p-disable", action="store_true", help="Also measure the pairs with NCCL_P2P_DISABLE=1.")
+    p.add_argument("--timeout", type=float, help="Give up after this many seconds (default 600, --quick 60).")
+    from generator.topology import add_topology_args
+
+    add_topology_args(p)
+    return p
+
+
+def _topology(args):
+    from generator.topology import topology_from_args
+
+    try:
+        return topology_from_args(args)
+    except UserError:
+        if getattr(args, "topo_file", None) or getattr(args, "machine", None) or args.device == "cuda":
+            raise
+        return None
+
+
+def _gpus(args, topo) -> list[int]:
+    if args.gpus:
+        try:
+            gpus = sorted({int(part) for part in args.gpus.split(",")})
+        except ValueError:
+            raise UserError(f"--gpus {args.gpus!r} is not a comma list of GPU ids like 0,1") from None
+    else:
+        gpus = list(topo.indices) if topo is not None and args.device == "cuda" else [0, 1]
+    if topo is not None and args.device == "cuda" and not set(gpus) <= set(topo.indices):
+        raise UserError(f"--gpus {args.gpus}: this machine has GPUs {','.join(map(str, topo.indices))}")
+    if len(gpus) < 2:
+        raise UserError("probing needs at least two GPUs (collectives between one GPU measure nothing)")
+    return gpus
+
+
+def _env_info(device: str, backend: str) -> dict:
+    import torch
+
+    env = {"torch": torch.__version__, "backend": backend, "device": device, "nccl": None, "driver": None}
+    if device == "cuda":
+        with contextlib.suppress(Exception):  # torch built without NCCL
+            env["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            env["driver"] = pynvml.nvmlSystemGetDriverVersion()
+        except Exception:  # no NVML: the driver version is simply not recorded
+            pass
+    return env
+
+
+def run(args) -> int:
+    from rich.console import Console
+    from rich.progress import Progress
+
+    from generator.probe.bandwidth_file import build_document, write_bandwidth_file
+    from generator.probe.collectives import COLLECTIVES, parse_sizes
+    from generator.probe.report import anomalies, print_table
+    from generator.probe.runner import run_probe
+    from generator.probe.subsets import Subset, choose_subsets
+
+    if args.output:
+        from generator.fileio import check_writable
+
+        check_writable(args.output, args.force)
+    backend = args.backend or ("nccl" if args.device == "cuda" else "gloo")
+    if backend == "nccl" and args.device == "cpu":
+        raise UserError("--backend nccl needs --device cuda; use gloo on CPU")
+    sizes = parse_sizes(args.sizes or (QUICK_SIZES if args.quick else FULL_SIZES))
+    repeats = args.repeats or (3 if args.quick else 10)
+    if repeats < 1:
+        raise UserError("--repeats must be at least 1")
+    timeout = args.timeout or (60.0 if args.quick else 600.0)
+    topo = _topology(args)
+    gpus = _gpus(args, topo)
+    if args.device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise UserError("no CUDA GPU visible to torch; use --device cpu to exercise the probe over gloo")
+    subsets = choose_subsets(gpus, topo if args.device == "cuda" else None, quick=args.quick)
+    console = Console(stderr=True)
+    common = dict(backend=backend, device=args.device, warmup=1 if args.quick else 3, repeats=repeats)
+    with Progress(console=console, transient=True) as progress:
+        total = len(subsets) * len(sizes) * len(COLLECTIVES)
+        task = progress.add_task(f"probing {len(subsets)} GPU subsets", total=total)
+        step = lambda key, m: progress.advance(task)  # noqa: E731
+        results = run_probe(gpus, subsets, sizes, COLLECTIVES, timeout_s=timeout, on_measurement=step, **common)
+        p2p = {}
+        if args.p2p_disable:
+            pairs = [s for s in subsets if len(s.gpu_ids) == 2]
+            pairs = pairs or [Subset(tuple(gpus[:2]), ("pair",))]
+            progress.update(task, total=total + len(pairs) * len(sizes) * len(COLLECTIVES))
+            extra = {"NCCL_P2P_DISABLE": "1"}
+            p2p = run_probe(gpus, pairs, sizes, COLLECTIVES, timeout_s=timeout, extra_env=extra, on_measurement=step,
+                            **common)  # fmt: skip
+    out = Console()
+    print_table(out, topo, subsets, results, f"Measured bus bandwidth, GB/s, largest message ({backend})")
+    if p2p:
+        print_table(out, topo, pairs, p2p, "With NCCL_P2P_DISABLE=1")
+    for line in anomalies(topo if args.device == "cuda" else None, subsets, results, dict(os.environ)):
+        out.print(f"[yellow]anomaly[/]: {line}")
+    machine = f"{len(gpus)}x {topo.gpu(gpus[0]).name}" if topo is not None and args.device == "cuda" else "cpu"
+    doc = build_document(machine, gpus, results, _env_info(args.device, backend))
+    if p2p:
+        doc["p2p_disabled"] = build_document(machine, gpus, p2p, {})["subsets"]
+    if args.output:
+        written = write_bandwidth_file(args.output, doc, force=args.force)
+        out.print(f"wrote {written} (measured; use: python -m generator plan --bandwidth-file {written})")
+    return 0
