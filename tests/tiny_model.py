@@ -1,0 +1,101 @@
+"""Build model directories for tests and offline benchmarks without downloading anything.
+
+`build_tokenizer(dir)`  a character-level tokenizer (every printable ASCII character is one token) with BOS/EOS/PAD and
+                        a chat template, saved as a Hugging Face tokenizer directory.
+`build_tiny_mistral(dir)`  that tokenizer plus a tiny random MistralForCausalLM (config.json + model.safetensors).
+`build_mistral_7b_config(dir)`  Mistral-7B-v0.1's architecture (config.json only) plus the tokenizer: what
+                        `train.py --init random` needs on a machine that cannot reach the Hub.
+
+    python tests/tiny_model.py tiny OUT_DIR        # or: python tests/tiny_model.py mistral-7b OUT_DIR
+"""
+
+from __future__ import annotations
+
+import string
+import sys
+from pathlib import Path
+
+SPECIALS = ["<pad>", "<s>", "</s>", "<unk>"]
+CHAT_TEMPLATE = (
+    "{{ bos_token }}{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}{{ eos_token }}\n{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
+)
+# Mistral-7B-v0.1's config.json values (public model card), so random-init benchmarks size the real architecture.
+MISTRAL_7B = dict(
+    vocab_size=32000,
+    hidden_size=4096,
+    intermediate_size=14336,
+    num_hidden_layers=32,
+    num_attention_heads=32,
+    num_key_value_heads=8,
+    max_position_embeddings=32768,
+    rope_theta=10000.0,
+    sliding_window=4096,
+    rms_norm_eps=1e-5,
+    tie_word_embeddings=False,
+    bos_token_id=1,
+    eos_token_id=2,
+)
+
+
+def build_tokenizer(out_dir: str | Path):
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {tok: i for i, tok in enumerate(SPECIALS)}
+    for ch in string.printable:
+        vocab.setdefault(ch, len(vocab))
+    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
+    tok.decoder = decoders.Fuse()
+    tok.post_processor = processors.TemplateProcessing(single="<s> $A", pair="<s> $A $B", special_tokens=[("<s>", 1)])
+    hf = PreTrainedTokenizerFast(
+        tokenizer_object=tok, bos_token="<s>", eos_token="</s>", pad_token="<pad>", unk_token="<unk>"
+    )
+    hf.chat_template = CHAT_TEMPLATE
+    hf.save_pretrained(str(out_dir))
+    return hf
+
+
+def build_tiny_mistral(out_dir: str | Path, seed: int = 0, **overrides) -> Path:
+    """A ~0.2M-parameter Mistral: 2 layers, hidden 64, GQA 4/2 heads, 128-token context."""
+    import torch
+    from transformers import MistralConfig, MistralForCausalLM
+
+    out = Path(out_dir)
+    tokenizer = build_tokenizer(out)
+    cfg = dict(
+        vocab_size=len(tokenizer),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=128,
+        sliding_window=None,
+        tie_word_embeddings=False,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    cfg.update(overrides)
+    torch.manual_seed(seed)
+    model = MistralForCausalLM(MistralConfig(**cfg))
+    model.save_pretrained(str(out))
+    return out
+
+
+def build_mistral_7b_config(out_dir: str | Path) -> Path:
+    from transformers import MistralConfig
+
+    out = Path(out_dir)
+    build_tokenizer(out)
+    MistralConfig(**MISTRAL_7B).save_pretrained(str(out))
+    return out
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3 or sys.argv[1] not in ("tiny", "mistral-7b"):
+        sys.exit("usage: python tests/tiny_model.py tiny|mistral-7b OUT_DIR")
+    (build_tiny_mistral if sys.argv[1] == "tiny" else build_mistral_7b_config)(sys.argv[2])
+    print(f"wrote {sys.argv[2]}")
