@@ -1,0 +1,52 @@
+"""Topology engine: which GPUs are joined by what wire, and what that wire costs.
+
+Public API (other subpackages code against these names):
+load_topology, parse_topo_matrix, subset_busbw_gbps, islands, is_clique, best_subset, Selection, order_for_hsdp,
+REFERENCE_MACHINES, add_topology_args, topology_from_args. GPU ids are always PCI bus order.
+"""
+
+from __future__ import annotations
+
+from generator.topology.bandwidth import host_path_busbw_gbps, subset_busbw_gbps
+from generator.topology.build import build_topology
+from generator.topology.cli_args import add_topology_args, parse_gpu_list, topology_from_args
+from generator.topology.detect import load_topology
+from generator.topology.islands import is_clique, is_switched, islands
+from generator.topology.machines import DEFAULT_MACHINE, REFERENCE_MACHINES, load_machine
+from generator.topology.smi_text import parse_matrix
+from generator.topology.subsets import Selection, best_subset, order_for_hsdp
+from generator.topology.types import Gpu, Link, Topology
+
+DEVICE_ORDER_NOTE = (
+    "GPU ids are PCI bus order (as nvidia-smi numbers them); set CUDA_DEVICE_ORDER=PCI_BUS_ID at launch so CUDA "
+    "uses the same numbering."
+)
+
+
+def parse_topo_matrix(text: str, source: str = "text") -> Topology:
+    """`nvidia-smi topo -m` text -> Topology. Bad input raises UserError naming what and where."""
+    return build_topology(parse_matrix(text), source)
+
+
+__all__ = [
+    "DEFAULT_MACHINE",
+    "DEVICE_ORDER_NOTE",
+    "REFERENCE_MACHINES",
+    "Gpu",
+    "Link",
+    "Selection",
+    "Topology",
+    "add_topology_args",
+    "best_subset",
+    "host_path_busbw_gbps",
+    "is_clique",
+    "is_switched",
+    "islands",
+    "load_machine",
+    "load_topology",
+    "order_for_hsdp",
+    "parse_gpu_list",
+    "parse_topo_matrix",
+    "subset_busbw_gbps",
+    "topology_from_args",
+]

@@ -58,6 +58,8 @@ class Topology:
     """Things the reader noticed but could work around (fused columns, missing legend...)."""
     inter_node_gbps: float | None = None
     """Bus bandwidth between machines when the topology describes a cluster (NIC speed), else None."""
+    pcie_gen: int | None = None
+    """PCIe generation of the GPUs' host links when known (5 on H200); sets the host-memory path bandwidth."""
 
     def link(self, i: int, j: int) -> Link:
         if i == j:
