@@ -13,14 +13,10 @@ from generator.topology.cli_args import add_topology_args, parse_gpu_list, topol
 from generator.topology.detect import load_topology
 from generator.topology.islands import is_clique, is_switched, islands
 from generator.topology.machines import DEFAULT_MACHINE, REFERENCE_MACHINES, load_machine
+from generator.topology.report import BANDWIDTH_NOTE, DEVICE_ORDER_NOTE, topology_json
 from generator.topology.smi_text import parse_matrix
-from generator.topology.subsets import Selection, best_subset, order_for_hsdp
+from generator.topology.subsets import Selection, best_subset, check_exclude, order_for_hsdp
 from generator.topology.types import Gpu, Link, Topology
-
-DEVICE_ORDER_NOTE = (
-    "GPU ids are PCI bus order (as nvidia-smi numbers them); set CUDA_DEVICE_ORDER=PCI_BUS_ID at launch so CUDA "
-    "uses the same numbering."
-)
 
 
 def parse_topo_matrix(text: str, source: str = "text") -> Topology:
@@ -29,6 +25,7 @@ def parse_topo_matrix(text: str, source: str = "text") -> Topology:
 
 
 __all__ = [
+    "BANDWIDTH_NOTE",
     "DEFAULT_MACHINE",
     "DEVICE_ORDER_NOTE",
     "REFERENCE_MACHINES",
@@ -38,6 +35,7 @@ __all__ = [
     "Topology",
     "add_topology_args",
     "best_subset",
+    "check_exclude",
     "host_path_busbw_gbps",
     "is_clique",
     "is_switched",
@@ -49,4 +47,5 @@ __all__ = [
     "parse_topo_matrix",
     "subset_busbw_gbps",
     "topology_from_args",
+    "topology_json",
 ]

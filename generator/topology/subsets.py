@@ -122,12 +122,17 @@ def _slowest_kind(topo: Topology, ids: Sequence[int], gbps: float) -> str:
     return max(near or paths, key=lambda p: p.busbw_gbps).kind if paths else "NV"
 
 
+def check_exclude(topo: Topology, exclude: Sequence[int]) -> None:
+    bad = sorted(set(exclude) - set(topo.indices))
+    if bad:
+        have = _fmt(topo.indices)
+        raise UserError(f"--exclude names GPU {_fmt(bad)}, which this machine does not have (GPUs {have})")
+
+
 def best_subset(topo: Topology, k: int, exclude: Sequence[int] = ()) -> Selection:
     """The k GPUs (not in `exclude`) with the best predicted all-reduce: exhaustive up to C(n, k) = 20,000."""
+    check_exclude(topo, exclude)
     known = set(topo.indices)
-    bad = sorted(set(exclude) - known)
-    if bad:
-        raise UserError(f"--exclude names GPU {_fmt(bad)}, which this machine does not have (GPUs {_fmt(known)})")
     avail_ids = [g for g in topo.indices if g not in set(exclude)]
     if not isinstance(k, int) or k < 1:
         raise UserError(f"number of GPUs must be a positive whole number, got {k!r}")
