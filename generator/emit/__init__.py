@@ -15,6 +15,7 @@ from generator.emit.command import launch_command, nccl_env, train_args
 from generator.emit.deepspeed_json import deepspeed_dict, ds_json_path, dump_json, hpz_partition_size
 from generator.emit.header import header_lines, yaml_header
 from generator.emit.invariants import check_plan
+from generator.emit.slurm import render_slurm, slurm_path
 from generator.fileio import atomic_write, check_writable
 from generator.plan.types import Plan
 
@@ -24,7 +25,8 @@ __all__ = ["Emitted", "render", "write", "train_args"]
 @dataclass(frozen=True)
 class Emitted:
     files: dict[str, str]
-    """Path -> full text: the YAML at config_path, plus `<stem>.ds.json` beside it when one is needed."""
+    """Path -> full text: the YAML at config_path, `<stem>.ds.json` beside it when a DeepSpeed setting needs one,
+    and `<stem>.slurm.sh` (a SLURM batch script) for multi-machine plans."""
     launch_command: str
     """The exact shell command, every value quoted."""
     env: dict[str, str]
@@ -48,9 +50,9 @@ def render(plan: Plan, config_path: str, train_args: Sequence[str] = ()) -> Emit
     lines = header_lines(plan, command, json_path, env)
     files = {config_path: yaml_header(lines) + dump_yaml(cfg)}
     if json_path and hpz:
-        if json_path == config_path:
-            raise ValueError(f"config path {config_path!r} would collide with its DeepSpeed JSON")
         files[json_path] = dump_json(deepspeed_dict(plan, hpz, lines))
+    if plan.num_machines > 1:
+        files[slurm_path(config_path)] = render_slurm(plan, config_path, train_args)
     return Emitted(files=files, launch_command=command, env=env, yaml_dict=cfg, config_path=config_path)
 
 

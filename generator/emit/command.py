@@ -36,7 +36,7 @@ def cpu_affinity_useful(plan: Plan) -> bool:
     return len(plan.gpu_ids) > 1 and tuple(plan.gpu_ids) == tuple(range(len(plan.gpu_ids)))
 
 
-def launch_flags(plan: Plan) -> list[str]:
+def launch_flags(plan: Plan, machine_rank: bool = True) -> list[str]:
     """Flags accelerate 1.15 does not take from the YAML (their argparse defaults shadow the YAML values).
 
     Multi-machine: static rendezvous at main_process_ip:port with the node rank from --machine_rank. Not c10d:
@@ -45,7 +45,9 @@ def launch_flags(plan: Plan) -> list[str]:
     """
     flags: list[str] = []
     if plan.num_machines > 1:
-        flags += ["--rdzv_backend", "static", "--same_network", "--machine_rank", str(plan.machine_rank)]
+        flags += ["--rdzv_backend", "static", "--same_network"]
+        if machine_rank:  # the SLURM script passes each node's own
+            flags += ["--machine_rank", str(plan.machine_rank)]
     if cpu_affinity_useful(plan):
         flags.append("--enable_cpu_affinity")
     return flags
