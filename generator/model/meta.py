@@ -15,5 +15,8 @@ def count_params_meta(config_dict: dict) -> int:
     config = AutoConfig.for_model(model_type, **cfg)
     with init_empty_weights():
         model = AutoModelForCausalLM.from_config(config)
+    # accelerate's init_empty_weights re-creates parameters on meta after transformers 5 tied them, so a tied lm_head
+    # would be counted twice; tying again restores the shared Parameter (checked with transformers 5.x, test pins it).
+    model.tie_weights()
     # parameters() yields a tied weight once.
     return sum(p.numel() for p in model.parameters())
