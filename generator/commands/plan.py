@@ -172,6 +172,8 @@ def print_plan(plan, launch_command: str, written: list[str], console=None) -> N
         console.print(f"  - {escape(reason)}")
     for warning in plan.warnings:
         console.print(f"[yellow]warning:[/] {escape(warning)}")
+    if not launch_command:  # the wizard prints the command after writing
+        return
     if written:
         console.print(f"[green]wrote[/] {escape(', '.join(written))}")
     else:

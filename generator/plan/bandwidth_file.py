@@ -1,9 +1,11 @@
 """Measured all-reduce bandwidth per GPU subset, as written by `python -m generator probe`.
 
 Format (JSON, one object):
-    {"subsets": {"0,1": 365.2, "0,1,2,3": 330.0, ...}, ...any other keys are ignored...}
+    {"subsets": {"0,1": 365.2, "0,1,2,3": {"all_reduce": 330.0, ...}, ...}, ...any other keys are ignored...}
 Keys are comma-separated PCI-order GPU indices (any order, no duplicates); values are all-reduce bus bandwidth in GB/s
-(nccl-tests definition). The planner prefers a measured value over the topology table for the exact same subset.
+(nccl-tests definition), either bare or as the "all_reduce" entry of the object `probe` writes
+(generator/probe/bandwidth_file.py). The planner prefers a measured value over the topology table for the exact same
+subset, and a measured subset over the table's pick when it is faster.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ def parse_bandwidth(text: str, where: str = "bandwidth file") -> dict[frozenset[
         raise UserError(f'{where} has no "subsets" object; expected {{"subsets": {{"0,1": 365.2}}}}')
     out: dict[frozenset[int], float] = {}
     for key, value in subsets.items():
+        if isinstance(value, dict):
+            value = value.get("all_reduce")
         try:
             ids = [int(part) for part in str(key).split(",")]
         except ValueError:

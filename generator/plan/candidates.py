@@ -44,10 +44,20 @@ def free_gpus(topology: Topology, request: PlanRequest) -> tuple[int, ...]:
 def gpu_choices(
     topology: Topology, request: PlanRequest, engines: Engines, measured: MeasuredBandwidth | None = None
 ) -> list[GpuChoice]:
-    """One choice per GPU count: the requested one, or every count from 1 to all free GPUs."""
+    """One choice per GPU count: the requested one, or ("as many as help") 1, 2, 4, ... and all free GPUs."""
     free = free_gpus(topology, request)
-    counts = [request.num_gpus] if request.num_gpus is not None else range(1, len(free) + 1)
+    counts = [request.num_gpus] if request.num_gpus is not None else auto_counts(len(free))
     return [_choose(topology, k, request.exclude, engines, measured or {}) for k in counts]
+
+
+def auto_counts(free: int) -> list[int]:
+    """Powers of two up to `free`, plus `free` itself: data-parallel jobs split batches evenly over powers of two, and
+    every extra count costs a full estimate; with GPUs excluded, "all that are left" is the other natural choice."""
+    counts, k = [], 1
+    while k < free:
+        counts.append(k)
+        k *= 2
+    return [*counts, free]
 
 
 def _choose(topology, k: int, exclude, engines: Engines, measured: MeasuredBandwidth) -> GpuChoice:

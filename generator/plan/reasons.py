@@ -40,12 +40,10 @@ def explain(
 
 def gpus_reason(request: PlanRequest, chosen: Row) -> str:
     c = chosen.option.choice
-    ids = format_ids(c.gpu_ids)
-    where = f" on each of {request.num_machines} machines" if request.num_machines > 1 else ""
-    if len(c.gpu_ids) == 1:
-        return f"GPU {ids}{where}: {c.reason}"
-    source = "measured" if c.measured else "predicted from the link table"
-    return f"GPUs {ids}{where}: {c.reason} ({c.busbw_gbps:g} GB/s all-reduce busbw, {source})"
+    text = c.reason if c.reason.startswith("GPU") else f"GPUs {format_ids(c.gpu_ids)}: {c.reason}"
+    if request.num_machines > 1:
+        text += f" (the same GPUs on each of {request.num_machines} machines)"
+    return f"{text}; measured all-reduce busbw {c.busbw_gbps:g} GB/s" if c.measured else text
 
 
 def count_reason(chosen: Row, fitting: list[Row], tol: float) -> str:
@@ -90,12 +88,9 @@ def other_strategies(request: PlanRequest, chosen: Row) -> list[str]:
             out.append(f"{other.strategy} not considered: CPU offload is off (--allow-offload to consider it)")
         elif other.tokens_per_s_per_gpu >= (1 - TIE_TOLERANCE) * e.tokens_per_s_per_gpu:
             extra = other.reserved_gb - e.reserved_gb
-            out.append(
-                f"{other.strategy} fits and ties on speed ({other.tokens_per_s_per_gpu:,.0f} tokens/s per GPU) "
-                f"but needs {extra:+.1f} GB per GPU"
-                if extra > 0
-                else f"{other.strategy} ties on speed and memory"
-            )
+            mem = f"{extra:+.1f} GB per GPU" if abs(extra) >= 0.05 else "the same memory"
+            tps = other.tokens_per_s_per_gpu
+            out.append(f"{other.strategy} fits and ties on speed ({tps:,.0f} tokens/s per GPU) with {mem}")
         else:
             slower = 1 - other.tokens_per_s_per_gpu / max(e.tokens_per_s_per_gpu, 1e-9)
             out.append(f"{other.strategy} fits ({other.reserved_gb:.1f} GB) but is predicted {slower:.0%} slower")

@@ -65,7 +65,7 @@ def review(topology, model, request, console):
                 return None
             request = _rescued(request, fix)
             continue
-        print_plan(plan, "(shown after writing)", [], console=console)
+        print_plan(plan, "", [], console=console)
         action = ask(q.REVIEW, {})
         if action == "quit":
             return None
@@ -92,7 +92,9 @@ def write_config(plan, console) -> int:
 
     while True:
         path = ask(q.OUTPUT, {})
-        overwrite = Path(path).is_file() and ask(q.OVERWRITE, {})
+        overwrite = Path(path).is_file()
+        if overwrite and not ask(q.OVERWRITE, {}):
+            continue
         try:
             check_writable(path, force=overwrite)
             break

@@ -38,7 +38,11 @@ def ask(spec: QuestionSpec, answers: Answers) -> Any:
         choices = [questionary.Choice(title, value=value) for title, value in spec.choices(answers)]
         values = [c.value for c in choices]
         question = questionary.select(
-            spec.message, choices=choices, default=default if default in values else None, use_shortcuts=False
+            spec.message,
+            choices=choices,
+            default=default if default in values else None,
+            use_jk_keys=False,  # letters type into the search filter instead
+            use_search_filter=True,
         )
     elif spec.kind == "autocomplete":
         question = questionary.autocomplete(
