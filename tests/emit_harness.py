@@ -10,6 +10,7 @@ import contextlib
 import os
 import socket
 import warnings
+from pathlib import Path
 from unittest import mock
 
 ENV_PREFIXES = ("ACCELERATE", "FSDP", "PARALLELISM", "CUDA_VISIBLE_DEVICES")
@@ -86,3 +87,30 @@ def shard_groups(replicate: int, shard: int) -> list[list[int]]:
         finally:
             dist.destroy_process_group()
     return groups
+
+
+def check_three_levels(path: str) -> dict:
+    """Generic checks for any Accelerate YAML (committed configs, recipes): loads, launches with the right GPUs and
+    process counts, and the plugins accept the environment. Returns the loaded config as a dict."""
+    import yaml
+    from accelerate.parallelism_config import ParallelismConfig
+    from accelerate.utils import DeepSpeedPlugin, FullyShardedDataParallelPlugin
+
+    raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    cfg = load_level1(path)
+    ids = raw["gpu_ids"]
+    assert isinstance(ids, str), f"{path}: gpu_ids must be a YAML string"
+    assert cfg.num_processes == len(ids.split(",")) * cfg.num_machines, f"{path}: gpu_ids vs num_processes"
+    args, env = launch_level2(path)
+    assert env["CUDA_VISIBLE_DEVICES"] == ids
+    with child_environ(env):
+        if env.get("ACCELERATE_USE_FSDP") == "true":
+            fsdp = FullyShardedDataParallelPlugin()
+            assert fsdp.fsdp_version == 2 and fsdp.auto_wrap_policy is not None
+        if env.get("ACCELERATE_USE_PARALLELISM_CONFIG") == "true":
+            assert ParallelismConfig().total_size == cfg.num_processes
+        if env.get("ACCELERATE_USE_DEEPSPEED") == "true":
+            ds = DeepSpeedPlugin()
+            ds.set_mixed_precision(env["ACCELERATE_MIXED_PRECISION"])
+            assert ds.deepspeed_config["bf16"]["enabled"] is True
+    return raw

@@ -13,7 +13,15 @@ import accelerate
 import pytest
 from accelerate.utils import DeepSpeedPlugin, FullyShardedDataParallelPlugin
 from accelerate.utils.dataclasses import DistributedType
-from emit_harness import child_environ, free_port, launch_level2, load_level1, shard_groups, torchrun_config
+from emit_harness import (
+    check_three_levels,
+    child_environ,
+    free_port,
+    launch_level2,
+    load_level1,
+    shard_groups,
+    torchrun_config,
+)
 from plan_factory import variants
 
 from generator.emit import render, write
@@ -214,3 +222,9 @@ def test_forbidden_keys_would_be_rejected(tmp_path, monkeypatch):
         _, env = launch_level2("bad.yaml")
         with child_environ(env), pytest.raises(ValueError, match="deepspeed_config_file"):
             DeepSpeedPlugin()
+
+
+def test_generic_three_level_check_accepts_every_variant(emitted, monkeypatch):
+    """The generic check used on committed configs (test_emit_committed_configs) works on every variant."""
+    name, plan, em = emitted
+    assert check_three_levels(em.config_path)["num_processes"] == plan.num_processes

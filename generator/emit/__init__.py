@@ -47,7 +47,7 @@ def render(plan: Plan, config_path: str, train_args: Sequence[str] = ()) -> Emit
     json_path = ds_json_path(config_path) if hpz else None
     cfg = accelerate_dict(plan, json_path)
     command = launch_command(plan, config_path, args, env)
-    lines = header_lines(plan, command, json_path, env)
+    lines = header_lines(plan, command, json_path, env, hpz)
     files = {config_path: yaml_header(lines) + dump_yaml(cfg)}
     if json_path and hpz:
         files[json_path] = dump_json(deepspeed_dict(plan, hpz, lines))

@@ -36,7 +36,9 @@ def clean(text: str) -> str:
     return "".join(c if c == "\t" or c.isprintable() else repr(c)[1:-1] for c in text)
 
 
-def header_lines(plan: Plan, command: str, ds_json: str | None, env: dict[str, str]) -> list[str]:
+def header_lines(
+    plan: Plan, command: str, ds_json: str | None, env: dict[str, str], hpz: int | None = None
+) -> list[str]:
     """The header as plain lines (no comment markers): YAML prefixes them with '# ', the DS JSON stores them."""
     w, e = plan.workload, plan.estimate
     ids = ",".join(str(i) for i in plan.gpu_ids)
@@ -67,6 +69,12 @@ def header_lines(plan: Plan, command: str, ds_json: str | None, env: dict[str, s
         lines.append(
             f"DeepSpeed settings live in {ds_json} (ZeRO++ zero_hpz_partition_size needs a DeepSpeed JSON); "
             "precision, accumulation and clipping are there, not here. Its path is relative to the launch directory."
+        )
+    if hpz:
+        extra_gb = 2 * plan.model.params_total / hpz / 1e9
+        lines.append(
+            f"ZeRO++ hpZ: parameter all-gathers stay inside groups of {hpz} GPUs, at the cost of a secondary bf16 "
+            f"copy of 1/{hpz} of the parameters per GPU: about {extra_gb:.1f} GB more than the peak above (predicted)."
         )
     if env:
         lines.append("Environment: " + " ".join(f"{k}={v}" for k, v in sorted(env.items())) + " (in the command).")
