@@ -5,8 +5,10 @@ enumerates and chooses. The rules, in order:
 1. Only configurations that fit (predicted reserved memory within the GPU minus headroom) are eligible.
 2. GPU count: the requested one; otherwise ("as many as help") the fewest GPUs whose best predicted total throughput is
    within GPU_COUNT_TOLERANCE of the best over all counts. Extra GPUs that buy less than that stay free for others.
-3. Among the chosen count, the highest predicted throughput wins; options within TIE_TOLERANCE of it (below the
-   estimator's accuracy) are broken by: checkpointing off, larger micro-batch, then lower memory (a safety margin).
+3. Among the chosen count, the highest predicted throughput wins. Options within TIE_TOLERANCE of it (below the
+   estimator's accuracy) are broken first by strategy (tie_rank: DDP, then FSDP2, then DeepSpeed, then the one that
+   needs less memory), then for that strategy by checkpointing off and the largest micro-batch (powers of two up to
+   8) that fits.
 """
 
 from __future__ import annotations
@@ -150,15 +152,25 @@ def pick(fitting: list[Row]) -> Row:
     same_count = [r for r in fitting if r.num_gpus == count]
     top = max(r.total_tps for r in same_count)
     near = [r for r in same_count if r.total_tps >= (1 - TIE_TOLERANCE) * top]
+    least_memory = {}
+    for r in near:
+        s = r.estimate.strategy
+        least_memory[s] = min(least_memory.get(s, float("inf")), r.estimate.reserved_gb)
+    strategy = min(least_memory, key=lambda s: (tie_rank(s), least_memory[s]))
+    own = [r for r in near if r.estimate.strategy == strategy]
     return min(
-        near,
-        key=lambda r: (
-            r.option.batch.grad_checkpointing,
-            -r.option.batch.micro_batch,
-            r.estimate.reserved_gb,
-            STRATEGIES.index(r.estimate.strategy),
-        ),
+        own, key=lambda r: (r.option.batch.grad_checkpointing, -r.option.batch.micro_batch, r.estimate.reserved_gb)
     )
+
+
+def tie_rank(strategy: str) -> int:
+    """Among strategies the estimator cannot tell apart on speed: DDP (nothing sharded, least to go wrong), then
+    PyTorch-native FSDP2 (no extra install), then DeepSpeed (an optional package built from source), offload last."""
+    if strategy == "ddp":
+        return 0
+    if strategy in ("fsdp", "fsdp_grad_op", "hsdp"):
+        return 1
+    return 3 if strategy in OFFLOAD else 2
 
 
 def build_plan(topology, model, request, chosen: Row, fitting, rows, forced, inter_reason, warnings) -> Plan:

@@ -73,7 +73,7 @@ def strategy_reason(request: PlanRequest, placement, e: Estimate) -> str:
 
 
 def other_strategies(request: PlanRequest, chosen: Row) -> list[str]:
-    from generator.plan.planner import OFFLOAD, TIE_TOLERANCE
+    from generator.plan.planner import OFFLOAD, TIE_TOLERANCE, tie_rank
 
     e = chosen.estimate
     out = []
@@ -90,13 +90,23 @@ def other_strategies(request: PlanRequest, chosen: Row) -> list[str]:
             extra = other.reserved_gb - e.reserved_gb
             mem = f"{extra:+.1f} GB per GPU" if abs(extra) >= 0.05 else "the same memory"
             tps = other.tokens_per_s_per_gpu
-            out.append(f"{other.strategy} fits and ties on speed ({tps:,.0f} tokens/s per GPU) with {mem}")
+            line = f"{other.strategy} fits and ties on speed ({tps:,.0f} tokens/s per GPU) with {mem}"
+            if tie_rank(other.strategy) > tie_rank(e.strategy):
+                line += f"; on a tie {e.strategy} is preferred ({TIE_WHY[tie_rank(e.strategy)]})"
+            out.append(line)
         else:
             slower = 1 - other.tokens_per_s_per_gpu / max(e.tokens_per_s_per_gpu, 1e-9)
             out.append(f"{other.strategy} fits ({other.reserved_gb:.1f} GB) but is predicted {slower:.0%} slower")
     for strategy, why in chosen.option.not_applicable:
         out.append(f"{strategy} not applicable: {why}")
     return out
+
+
+TIE_WHY = {
+    0: "nothing sharded, least to go wrong",
+    1: "PyTorch-native FSDP2, no DeepSpeed install needed",
+    2: "no CPU offload",
+}
 
 
 def wire_reason(chosen: Row, inter: str) -> str:
