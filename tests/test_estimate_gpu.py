@@ -1,0 +1,93 @@
+"""Per-phase memory of a real single-GPU step against the estimator (needs a CUDA GPU with >= 130 GB; skipped else).
+
+Run directly for the numbers: `python tests/test_estimate_gpu.py [bf16|fp32] [--seq N] [--no-ckpt]` prints JSON with
+allocated/peak GB after forward, during backward, during the optimizer step, beside the estimator's phases.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+
+
+def measure_phases(load_dtype: str, seq_len: int = 4096, checkpointing: bool = True, steps: int = 3) -> dict:
+    import torch
+    from accelerate import Accelerator
+    from transformers import AutoModelForCausalLM, MistralConfig
+
+    from generator.model.presets import preset_config
+
+    cfg = {k: v for k, v in preset_config("mistral-7b").items() if not k.startswith("_")}
+    cfg.pop("model_type")
+    accelerator = Accelerator(mixed_precision="bf16")
+    dtype = torch.float32 if load_dtype == "fp32" else torch.bfloat16
+    with torch.device("cuda"):
+        model = AutoModelForCausalLM.from_config(MistralConfig(**cfg), dtype=dtype, attn_implementation="sdpa")
+    if checkpointing:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    model.config.use_cache = False
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-5, fused=True)
+    model, opt = accelerator.prepare(model, opt)
+    ids = torch.randint(0, 32000, (1, seq_len), device="cuda")
+    gb = 1e9
+    out: dict = {}
+    for _ in range(steps):
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        loss = model(input_ids=ids, labels=ids).loss
+        out["forward_peak"] = torch.cuda.max_memory_allocated() / gb
+        out["after_forward"] = torch.cuda.memory_allocated() / gb
+        torch.cuda.reset_peak_memory_stats()
+        accelerator.backward(loss)
+        out["backward_peak"] = torch.cuda.max_memory_allocated() / gb
+        out["after_backward"] = torch.cuda.memory_allocated() / gb
+        torch.cuda.reset_peak_memory_stats()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        out["optimizer_peak"] = torch.cuda.max_memory_allocated() / gb
+        out["reserved"] = torch.cuda.max_memory_reserved() / gb
+        del loss
+    out["peak"] = max(out["forward_peak"], out["backward_peak"], out["optimizer_peak"])
+    return out
+
+
+def predicted_phases(load_dtype: str, seq_len: int = 4096, checkpointing: bool = True) -> dict:
+    from generator.estimate.activations import activation_terms
+    from generator.estimate.states import PHASES, model_states
+    from generator.estimate.types import Placement, Workload
+    from generator.model import load_model
+
+    m = load_model("mistral-7b")
+    w = Workload(load_dtype=load_dtype, seq_len=seq_len, grad_checkpointing=checkpointing)
+    p = Placement(num_gpus_per_machine=1, gpu_name="NVIDIA H200", gpu_memory_gb=141, busbw_gbps=0)
+    states, acts = model_states(m, w, p, "ddp"), activation_terms(m, w, "ddp")
+    return {ph: round(sum({**states[ph], **acts[ph]}.values()) / 1e9, 3) for ph in PHASES}
+
+
+def _big_gpu() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available() and torch.cuda.get_device_properties(0).total_memory > 130e9
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _big_gpu(), reason="needs a CUDA GPU with more than 130 GB (H200-class)")
+@pytest.mark.parametrize("load_dtype", ["bf16", "fp32"])
+def test_phase_peaks_match_estimator(load_dtype):
+    measured, predicted = measure_phases(load_dtype), predicted_phases(load_dtype)
+    assert max(predicted.values()) == pytest.approx(measured["peak"], rel=0.03)
+
+
+if __name__ == "__main__":
+    args = sys.argv[1:]
+    dtype = args[0] if args else "bf16"
+    seq = int(args[args.index("--seq") + 1]) if "--seq" in args else 4096
+    ckpt = "--no-ckpt" not in args
+    result = {"load_dtype": dtype, "seq_len": seq, "checkpointing": ckpt}
+    result["measured"] = {k: round(v, 3) for k, v in measure_phases(dtype, seq, ckpt).items()}
+    result["predicted"] = predicted_phases(dtype, seq, ckpt)
+    print(json.dumps(result))
