@@ -3,6 +3,8 @@ real questionary prompts, real planner and emitter; only live GPU detection is p
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import yaml
 from prompt_toolkit.application import create_app_session
@@ -14,6 +16,7 @@ from generator.topology import REFERENCE_MACHINES
 from generator.wizard import flow
 
 DOWN, ENTER, CTRL_C, BACKSPACE = "\x1b[B", "\r", "\x03", "\x7f"
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(autouse=True)
@@ -80,3 +83,27 @@ def test_ctrl_c_anywhere_leaves_nothing_behind(tmp_path, capsys, at):
 def test_quit_at_review_writes_nothing(tmp_path):
     assert wizard([*SETUP, DOWN * 3 + ENTER]) == 0
     assert list(tmp_path.iterdir()) == []
+
+
+def test_topology_file_and_multi_node_answers_reach_the_config(tmp_path, capsys):
+    src = ROOT / "generator" / "machines"
+    (tmp_path / "box.txt").write_text((src / "h200-sxm-2.txt").read_text())
+    (tmp_path / "box.json").write_text((src / "h200-sxm-2.json").read_text())
+    keys = [
+        "A topology" + ENTER, str(tmp_path / "box.txt") + ENTER,  # machine: a file, then its path
+        ENTER, ENTER, ENTER, ENTER, ENTER,  # model, method, seq len, micro-batch, global batch
+        replace_text("1", "2"), "10.0.0.1" + ENTER, ENTER, "ib-ndr-x8" + ENTER,  # 2 machines, ip, rank 0, fabric
+        ENTER, ENTER,  # accept, default path
+    ]  # fmt: skip
+    assert wizard(keys) == 0
+    data = yaml.safe_load((tmp_path / "accelerate_config.yaml").read_text())
+    assert (data["num_machines"], data["num_processes"], data["main_process_ip"]) == (2, 4, "10.0.0.1")
+    assert "--machine_rank 0" in capsys.readouterr().out.replace("=", " ")
+
+
+def test_unknown_model_is_asked_again_instead_of_aborting(tmp_path, capsys):
+    keys = [machine("hgx-h200-8"), replace_text("mistral-7b", "nonexistent"), ENTER, ENTER, ENTER, ENTER, ENTER, ENTER]
+    keys += [ENTER, ENTER]  # the model again (default mistral-7b), accept, default path
+    assert wizard(keys) == 0
+    assert "unknown model 'nonexistent'" in capsys.readouterr().out
+    assert (tmp_path / "accelerate_config.yaml").exists()

@@ -40,13 +40,27 @@ def run_wizard(console=None) -> int:
     live = detect_live()
     facts = {"_live": live, "_machines": REFERENCE_MACHINES, "_presets": tuple(PRESETS)}
     answers = run_questions(q.QUESTIONS, facts)
-    topology = load_machine(answers, live)
-    model = load_model(answers["model"])
+    topology = retry(
+        console, lambda: load_machine(answers, live), answers, q.TOPO_FILE, lambda: answers["machine"] == q.FILE
+    )
+    model = retry(console, lambda: load_model(answers["model"]), answers, q.MODEL)
     plan = review(topology, model, q.request_from_answers(answers), console)
     if plan is None:
         console.print("Nothing written.")
         return 0
     return write_config(plan, console)
+
+
+def retry(console, load, answers, spec, can_retry=lambda: True):
+    """`load()`; on a user mistake (unreadable file, unknown model) say why and ask `spec` again."""
+    while True:
+        try:
+            return load()
+        except UserError as exc:
+            if not can_retry():
+                raise
+            console.print(f"[red]{exc}[/]", highlight=False)
+            answers[spec.key] = ask(spec, answers)
 
 
 def review(topology, model, request, console):

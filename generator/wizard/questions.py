@@ -49,19 +49,23 @@ def model_choices(answers: Answers) -> list[str]:
     return sorted(answers.get("_presets", ()))
 
 
+TOPO_FILE = QuestionSpec(
+    "topo_file", "text", "Topology file:", validate=existing_file, when=lambda a: a["machine"] == FILE
+)
+MODEL = QuestionSpec(
+    "model",
+    "autocomplete",
+    "Model (preset, Hugging Face id or local directory):",
+    model_choices,
+    default="mistral-7b",
+    validate=lambda t: bool(t.strip()) or "type a preset name, a hub id or a path",
+)
 QUESTIONS: tuple[QuestionSpec, ...] = (
     QuestionSpec(
         "machine", "select", "Which machine?", machine_choices, default=lambda a: LIVE if a.get("_live") else None
     ),
-    QuestionSpec("topo_file", "text", "Topology file:", validate=existing_file, when=lambda a: a["machine"] == FILE),
-    QuestionSpec(
-        "model",
-        "autocomplete",
-        "Model (preset, Hugging Face id or local directory):",
-        model_choices,
-        default="mistral-7b",
-        validate=lambda t: bool(t.strip()) or "type a preset name, a hub id or a path",
-    ),
+    TOPO_FILE,
+    MODEL,
     QuestionSpec(
         "method",
         "select",
