@@ -35,6 +35,8 @@ def register(subparsers, verb: str, help_text: str) -> argparse.ArgumentParser:
     )
     w.add_argument("--load-dtype", choices=("fp32", "bf16"), default="fp32", help="dtype the weights load in.")
     w.add_argument("--optimizer", choices=("adamw", "adamw8bit"), default="adamw")
+    w.add_argument("--lora-r", type=int, default=16, help="LoRA rank for --method lora/qlora (default 16).")
+    w.add_argument("--liger", action="store_true", help="Liger fused kernels (no full logits tensor).")
     c = p.add_argument_group("choice")
     c.add_argument("--num-gpus", type=int, help="GPUs per machine (default: as many as help).")
     c.add_argument("--strategy", choices=STRATEGY_CHOICES, default="auto", help="Force a strategy (default auto).")
@@ -71,6 +73,8 @@ def request_from_args(args):
         headroom=args.headroom,
         load_dtype=args.load_dtype,
         optimizer=args.optimizer,
+        lora_r=args.lora_r,
+        liger=args.liger,
         num_machines=args.num_machines,
         machine_rank=args.machine_rank,
         main_process_ip=args.main_process_ip,
