@@ -50,8 +50,9 @@ class _ConfigLoader(yaml.SafeLoader):
 
 def parse_config(text: str, where: str = "config") -> tuple[dict, tuple[str, ...]]:
     """Parse YAML text into the top-level mapping; returns (mapping, duplicate keys). Raises UserError on bad input."""
-    loader = _ConfigLoader(text)
+    loader = None
     try:
+        loader = _ConfigLoader(text)  # the reader rejects control characters already here
         data = loader.get_single_data()
     except UserError:
         raise
@@ -65,12 +66,13 @@ def parse_config(text: str, where: str = "config") -> tuple[dict, tuple[str, ...
     except Exception as exc:  # PyYAML's constructors raise plain errors on odd scalars (e.g. a huge !!timestamp)
         raise UserError(f"{where} holds a value YAML cannot construct ({type(exc).__name__}); quote it") from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
     if data is None:
         raise UserError(f"{where} is empty; expected an Accelerate config mapping (distributed_type: ...)")
     if not isinstance(data, dict):
         raise UserError(f"{where} holds a YAML {type(data).__name__}, expected a mapping (key: value lines)")
-    return data, tuple(loader.duplicates)
+    return data, tuple(loader.duplicates) if loader is not None else ()
 
 
 def load_config(path: str) -> tuple[dict, tuple[str, ...]]:

@@ -20,6 +20,7 @@ def unknown_top_level_keys(cfg: dict, ctx: CheckContext) -> list[Finding]:
         name = str(key)
         if name in K.TOP_LEVEL or name in K.DEPRECATED_TOP_LEVEL:
             continue
+        name = name if name.strip() else repr(name)
         guess = _close(name, K.TOP_LEVEL)
         if guess and guess not in cfg:
             fix, patch = f"rename it to {guess!r}.", (((key,), DELETE), ((guess,), cfg[key]))
@@ -191,7 +192,7 @@ def enum_values(cfg: dict, ctx: CheckContext) -> list[Finding]:
                 f"{env!r} is not LOCAL_MACHINE or AMAZON_SAGEMAKER.",
                 "use LOCAL_MACHINE.",
                 "enum_values",
-                (((("compute_environment",), "LOCAL_MACHINE"),),),
+                ((("compute_environment",), "LOCAL_MACHINE"),),
             )
         )
     return out
@@ -219,7 +220,7 @@ def process_counts(cfg: dict, ctx: CheckContext) -> list[Finding]:
                 f"{machines!r} is not a positive integer.",
                 "set num_machines: 1 for one node.",
                 "process_counts",
-                (((("num_machines",), 1),),),
+                ((("num_machines",), 1),),
             )
         )
     elif as_int(n) and as_int(n) > 0 and as_int(n) % as_int(machines):
@@ -240,7 +241,7 @@ def process_counts(cfg: dict, ctx: CheckContext) -> list[Finding]:
                 f"distributed_type 'NO' runs one process; {n} is ignored.",
                 "use MULTI_GPU for data parallel, or set num_processes: 1.",
                 "process_counts",
-                (((("num_processes",), 1),),),
+                ((("num_processes",), 1),),
             )
         )
     return out

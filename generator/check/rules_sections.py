@@ -54,7 +54,7 @@ def unknown_section_keys(cfg: dict, ctx: CheckContext) -> list[Finding]:
             effective = raw if not prefix or raw.startswith(prefix.rstrip("_")) else prefix + raw
             if effective in known:
                 continue
-            path = f"{name}.{raw}"
+            path = f"{name}.{raw if raw.strip() else repr(raw)}"
             if name == "parallelism_config" and "parallelism_config_" + raw in known:
                 target = "parallelism_config_" + raw
                 out.append(

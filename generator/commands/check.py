@@ -70,6 +70,9 @@ def run(args) -> int:
     cfg, duplicates = load_config(args.config)
     ctx = _context(args, duplicates)
     findings = run_rules(cfg, ctx)
+    if ctx.topo is not None:
+        fix = "pass --topo-file or --machine to describe the machine the job runs on."
+        findings += [Finding("info", "topology", w, fix, "context") for w in ctx.topo.warnings]
     if ctx.topo is None:
         findings.append(
             Finding(
