@@ -107,3 +107,13 @@ def test_unknown_model_is_asked_again_instead_of_aborting(tmp_path, capsys):
     assert wizard(keys) == 0
     assert "unknown model 'nonexistent'" in capsys.readouterr().out
     assert (tmp_path / "accelerate_config.yaml").exists()
+
+
+def test_a_strategy_that_does_not_fit_needs_a_second_yes(tmp_path, capsys):
+    # review -> strategy "ddp" (does not fit a full fine-tune) -> accept -> "write anyway?" n -> back to review
+    # -> accept -> y -> default path
+    keys = [*SETUP, DOWN + ENTER, "ddp" + ENTER, ENTER, "n", ENTER, "y", ENTER]
+    assert wizard(keys) == 0
+    text = (tmp_path / "accelerate_config.yaml").read_text()
+    assert yaml.safe_load(text)["distributed_type"] == "MULTI_GPU"
+    assert "does not fit" in capsys.readouterr().out

@@ -85,7 +85,8 @@ def make_plan(
     if fitting:
         chosen, forced = pick(fitting), False
     elif request.strategy != "auto" and rows:
-        chosen, forced = min(rows, key=lambda r: (r.estimate.reserved_gb, -r.num_gpus)), True
+        # Nothing to rank on speed: use every GPU asked for (or free) at the least memory, closest to fitting.
+        chosen, forced = min(rows, key=lambda r: (-r.num_gpus, r.estimate.reserved_gb)), True
         warnings.append(reasons.forced_warning(chosen.estimate))
     elif request.strategy != "auto":
         why = {s: w for o in options for s, w in o.not_applicable}.get(request.strategy, "no estimate")

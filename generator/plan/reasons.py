@@ -58,7 +58,9 @@ def count_reason(chosen: Row, fitting: list[Row], tol: float) -> str:
             why = "fastest"
     else:
         why = f"more GPUs would add less than {tol:.0%} ({top / best[chosen.num_gpus] - 1:+.1%}), so the rest stay free"
-    return f"predicted total tokens/s by GPU count: {table}; using {chosen.num_gpus}: {why}"
+    machines = chosen.option.placement.num_machines
+    over = f" over all {machines} machines" if machines > 1 else ""
+    return f"predicted total tokens/s by GPU count{over}: {table}; using {chosen.num_gpus}: {why}"
 
 
 def strategy_reason(request: PlanRequest, placement, e: Estimate) -> str:
