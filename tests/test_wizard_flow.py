@@ -17,6 +17,7 @@ from generator.wizard import flow
 
 DOWN, ENTER, CTRL_C, BACKSPACE = "\x1b[B", "\r", "\x03", "\x7f"
 ROOT = Path(__file__).resolve().parents[1]
+REAL_DETECT_LIVE = flow.detect_live  # before the autouse fixture pins it to "no GPU"
 
 
 @pytest.fixture(autouse=True)
@@ -117,3 +118,8 @@ def test_a_strategy_that_does_not_fit_needs_a_second_yes(tmp_path, capsys):
     text = (tmp_path / "accelerate_config.yaml").read_text()
     assert yaml.safe_load(text)["distributed_type"] == "MULTI_GPU"
     assert "does not fit" in capsys.readouterr().out
+
+
+def test_without_a_gpu_the_reference_fallback_is_not_offered_as_this_machine():
+    live = REAL_DETECT_LIVE()
+    assert live is None or live.source in ("nvml", "nvidia-smi")

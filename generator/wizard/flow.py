@@ -12,12 +12,15 @@ from generator.wizard.runner import ask, run_questions
 
 
 def detect_live():
+    """This machine's topology, or None when there is no GPU (the topology engine then falls back to a reference
+    machine, which the wizard offers in its list instead of calling it "this machine")."""
     from generator.topology import load_topology
 
     try:
-        return load_topology()
+        live = load_topology()
     except UserError:
         return None
+    return live if live.source in ("nvml", "nvidia-smi") else None
 
 
 def load_machine(answers, live):
