@@ -228,3 +228,27 @@ def test_generic_three_level_check_accepts_every_variant(emitted, monkeypatch):
     """The generic check used on committed configs (test_emit_committed_configs) works on every variant."""
     name, plan, em = emitted
     assert check_three_levels(em.config_path)["num_processes"] == plan.num_processes
+
+
+@pytest.mark.parametrize("name", sorted(n for n, p in VARIANTS.items() if p.strategy in DS_STAGE))
+def test_deepspeed_accepts_the_filled_config(name, tmp_path, monkeypatch):
+    """DeepSpeed's own config parser (optional dependency: skipped where it is not installed) accepts the config
+    Accelerate hands it, "_comment" header key and ZeRO++ keys included. Checked with deepspeed 0.19.8."""
+    deepspeed_config = pytest.importorskip("deepspeed.runtime.config")
+    monkeypatch.chdir(tmp_path)
+    plan = VARIANTS[name]
+    em = render(plan, "c.yaml")
+    write(em, force=False)
+    _, env = launch_level2("c.yaml")
+    with child_environ(env):
+        ds = DeepSpeedPlugin()
+        ds.set_mixed_precision(os.environ["ACCELERATE_MIXED_PRECISION"])
+    _fill_like_prepare(ds, plan)
+    config = dict(ds.deepspeed_config)
+    del config["train_batch_size"]  # no process group here: DeepSpeed sees world size 1 and recomputes it
+    parsed = deepspeed_config.DeepSpeedConfig(config)
+    assert parsed.zero_optimization_stage == DS_STAGE[plan.strategy]
+    assert parsed.gradient_accumulation_steps == plan.workload.grad_accum
+    assert parsed.bfloat16_config.enabled is True
+    hpz = ds.deepspeed_config["zero_optimization"].get("zero_hpz_partition_size", 1)
+    assert parsed.zero_config.zero_hpz_partition_size == hpz
