@@ -81,7 +81,6 @@ class BandwidthModel:
         self.per_link = [
             min((self.bw[a][b] / self.nv[a][b] for b in range(n) if self.nv[a][b]), default=0.0) for a in range(n)
         ]
-        self.nv_peers = [[(b, self.nv[a][b]) for b in range(n) if self.nv[a][b]] for a in range(n)]
         self.nv_mask = [sum(1 << b for b in range(n) if self.nv[a][b]) for a in range(n)]
         # Per distinct PCIe rate (fastest first): who reaches whom over NVLink or a path at least that fast.
         pcie = {self.bw[a][b] for a in range(n) for b in range(n) if a != b and not self.nv[a][b]}
@@ -96,6 +95,15 @@ class BandwidthModel:
             if is_switched(topo, island):
                 for g in island:
                     self.switched[self.pos[g]] = True
+        self.switched_mask = sum(1 << a for a in range(n) if self.switched[a])
+        # Per GPU, per byte of a subset mask: NVLink links and peers inside that byte (256 entries per byte).
+        self.byte_tables = [[self._byte_table(a, c) for c in range((n + 7) // 8)] for a in range(n)]
+
+    def _byte_table(self, a: int, chunk: int) -> tuple[list[int], list[int]]:
+        peers = [self.nv[a][8 * chunk + b] if 8 * chunk + b < len(self.ids) else 0 for b in range(8)]
+        links = [sum(peers[b] for b in range(8) if byte >> b & 1) for byte in range(256)]
+        degree = [sum(1 for b in range(8) if byte >> b & 1 and peers[b]) for byte in range(256)]
+        return links, degree
 
     def positions(self, gpu_ids: Sequence[int]) -> list[int]:
         out = []
@@ -112,45 +120,47 @@ class BandwidthModel:
         mask = 0
         for a in members:
             mask |= 1 << a
-        comps = self._components(mask, self.nv_mask)
         best = math.inf
-        for comp in comps:
-            if len(comp) >= 2:
-                best = min(best, self._component_gbps(comp))
-        if len(comps) > 1:
+        comps = 0
+        left = mask
+        while left:
+            comp = self._reach(left & -left, mask, self.nv_mask)
+            left &= ~comp
+            comps += 1
+            if comp & (comp - 1):  # two or more GPUs
+                gbps = self._component_gbps(comp)
+                if gbps < best:
+                    best = gbps
+        if comps > 1:
             best = min(best, self._crossing_gbps(mask))
         return best
 
-    def _components(self, mask: int, adjacency: list[int]) -> list[list[int]]:
-        comps = []
-        left = mask
-        while left:
-            seen = frontier = left & -left
-            while frontier:
-                low = frontier & -frontier
-                frontier ^= low
-                new = adjacency[low.bit_length() - 1] & mask & ~seen
-                seen |= new
-                frontier |= new
-            left &= ~seen
-            comps.append([a for a in range(seen.bit_length()) if seen >> a & 1])
-        return comps
+    @staticmethod
+    def _reach(start: int, mask: int, adjacency: list[int]) -> int:
+        """Bitmask of the GPUs in `mask` reachable from `start` over `adjacency`."""
+        seen = frontier = start
+        while frontier:
+            low = frontier & -frontier
+            frontier ^= low
+            new = adjacency[low.bit_length() - 1] & mask & ~seen
+            seen |= new
+            frontier |= new
+        return seen
 
-    def _component_gbps(self, comp: list[int]) -> float:
-        if len(comp) == 2 or all(self.switched[a] for a in comp):
+    def _component_gbps(self, cmask: int) -> float:
+        comp = [a for a in range(cmask.bit_length()) if cmask >> a & 1]
+        if len(comp) == 2 or not cmask & ~self.switched_mask:
             # NVSwitch: every pair sees all of each GPU's links, whatever the subset size.
             return min(self.bw[a][b] for a in comp for b in comp if a < b)
         # Bridged mesh / cube-mesh: a GPU's share is the links it has to peers inside the subset.
-        cmask = 0
-        for a in comp:
-            cmask |= 1 << a
         worst = math.inf
         for a in comp:
             links = degree = 0
-            for b, count in self.nv_peers[a]:
-                if cmask >> b & 1:
-                    links += count
-                    degree += 1
+            rest = cmask
+            for link_table, peer_table in self.byte_tables[a]:  # inlined _nv_in: this loop is the hot path
+                links += link_table[rest & 0xFF]
+                degree += peer_table[rest & 0xFF]
+                rest >>= 8
             cap = self.cap[a]
             if cap and links > cap:
                 links = cap
@@ -166,7 +176,7 @@ class BandwidthModel:
         """The slowest hop a ring must take between NVLink components: the highest PCIe rate at which the subset
         is still connected (NVLink inside components, PCIe paths at least that fast between them)."""
         for level, adjacency in self.levels:
-            if len(self._components(mask, adjacency)) == 1:
+            if self._reach(mask & -mask, mask, adjacency) == mask:
                 return level
         return 0.0
 

@@ -85,7 +85,9 @@ def build_topology(
     facts = facts or {}
     p2p = p2p or {}
     names = {f.name for f in facts.values() if f.name}
-    hw, warnings = resolve_hardware(raw, (given or Hardware()).merged(Hardware(gpu_name=min(names, default=None))))
+    memories = [f.memory_gb for f in facts.values() if f.memory_gb]
+    live = Hardware(gpu_name=min(names, default=None), memory_gb=min(memories, default=None))
+    hw, warnings = resolve_hardware(raw, (given or Hardware()).merged(live))
     if len(names) > 1:
         warnings.append(f"mixed GPU models ({', '.join(sorted(names))}): bandwidths use {hw.gpu_name}'s rates")
     pcie_gens = [f.pcie_gen for f in facts.values() if f.pcie_gen]
