@@ -155,9 +155,12 @@ def test_forced_strategy_that_does_not_fit_is_marked_forced():
     assert any("does not fit" in w for w in p.warnings)
 
 
-def test_forced_strategy_that_fits_is_not_forced():
+def test_forced_strategy_that_fits_is_not_forced_and_says_what_auto_would_pick():
     p = plan(PlanRequest(num_gpus=4, strategy="zero2"))
     assert p.strategy == "zero2" and not p.forced
+    auto = plan(PlanRequest(num_gpus=4))
+    assert auto.strategy != "zero2"
+    assert any(r.startswith(f"you asked for zero2; --strategy auto would pick {auto.strategy}") for r in p.reasons)
 
 
 def test_offload_needs_permission():

@@ -98,7 +98,12 @@ def make_plan(
         warnings.append(f"--seq-len {request.seq_len} exceeds the model's {model.max_seq_len} positions")
     if request.num_machines > 1 and not request.main_process_ip:
         warnings.append("--main-process-ip not set: give machine 0's private address before launching")
-    return build_plan(topology, model, request, chosen, fitting, rows, forced, inter_reason, warnings)
+    plan = build_plan(topology, model, request, chosen, fitting, rows, forced, inter_reason, warnings)
+    if request.strategy == "auto":
+        return plan
+    auto = allowed_strategies(replace(request, strategy="auto"))
+    auto_fit = [Row(o, e) for o in options for e in o.estimates if e.fits and e.strategy in auto]
+    return replace(plan, reasons=(*plan.reasons, *reasons.versus_auto(chosen, pick(auto_fit) if auto_fit else None)))
 
 
 def _all_free(topology, request, engines, bandwidth, inter) -> Placement | None:

@@ -145,6 +145,18 @@ def checkpointing_reason(request: PlanRequest, chosen: Row, rows: list[Row]) -> 
     )
 
 
+def versus_auto(chosen: Row, auto: Row | None) -> list[str]:
+    """What --strategy auto would have chosen instead of the strategy the user named."""
+    e = chosen.estimate
+    if auto is None or auto.estimate.strategy == e.strategy and auto.num_gpus == chosen.num_gpus:
+        return []
+    gain = auto.total_tps / max(chosen.total_tps, 1e-9) - 1
+    return [
+        f"you asked for {e.strategy}; --strategy auto would pick {auto.estimate.strategy} on {auto.num_gpus} GPUs "
+        f"({gain:+.0%} predicted total throughput, {auto.estimate.reserved_gb:.1f} GB per GPU)"
+    ]
+
+
 def forced_warning(e: Estimate) -> str:
     return (
         f"--strategy {e.strategy} does not fit: predicted {e.reserved_gb:.1f} GB reserved per GPU > "
