@@ -78,32 +78,37 @@ def make_plan(
     options, split_problems = evaluate(topology, model, request, choices, inter, engines)
     if not options:
         raise UserError(split_problems[-1])
-    allowed = allowed_strategies(request)
-    rows = [Row(o, e) for o in options for e in o.estimates if e.strategy in allowed]
+    rows = [Row(o, e) for o in options for e in o.estimates if e.strategy in allowed_strategies(request)]
     fitting = [r for r in rows if r.estimate.fits]
-    warnings = list(topology.warnings) + ([inter_warning] if inter_warning else [])
     if fitting:
         chosen, forced = pick(fitting), False
     elif request.strategy != "auto" and rows:
         # Nothing to rank on speed: use every GPU asked for (or free) at the least memory, closest to fitting.
         chosen, forced = min(rows, key=lambda r: (-r.num_gpus, r.estimate.reserved_gb)), True
-        warnings.append(reasons.forced_warning(chosen.estimate))
     elif request.strategy != "auto":
         why = {s: w for o in options for s, w in o.not_applicable}.get(request.strategy, "no estimate")
         raise UserError(f"--strategy {request.strategy} cannot run here: {why}; use --strategy auto")
     else:
         more = _all_free(topology, request, engines, bandwidth, inter)
         raise UserError(advice.nothing_fits(model, request, options, rows, engines, more_gpus=more))
+    why = reasons.explain(request, chosen, fitting, rows, inter_reason, GPU_COUNT_TOLERANCE)
+    if request.strategy != "auto":
+        auto = allowed_strategies(replace(request, strategy="auto"))
+        auto_fit = [Row(o, e) for o in options for e in o.estimates if e.fits and e.strategy in auto]
+        why += reasons.versus_auto(chosen, pick(auto_fit) if auto_fit else None)
+    warnings = plan_warnings(topology, model, request, chosen, forced, inter_warning)
+    return build_plan(topology, model, request, chosen, forced, why, warnings)
+
+
+def plan_warnings(topology, model, request, chosen: Row, forced: bool, inter_warning: str | None) -> list[str]:
+    warnings = [*topology.warnings, *([inter_warning] if inter_warning else [])]
+    if forced:
+        warnings.append(reasons.forced_warning(chosen.estimate))
     if request.seq_len > model.max_seq_len:
         warnings.append(f"--seq-len {request.seq_len} exceeds the model's {model.max_seq_len} positions")
     if request.num_machines > 1 and not request.main_process_ip:
         warnings.append("--main-process-ip not set: give machine 0's private address before launching")
-    plan = build_plan(topology, model, request, chosen, fitting, rows, forced, inter_reason, warnings)
-    if request.strategy == "auto":
-        return plan
-    auto = allowed_strategies(replace(request, strategy="auto"))
-    auto_fit = [Row(o, e) for o in options for e in o.estimates if e.fits and e.strategy in auto]
-    return replace(plan, reasons=(*plan.reasons, *reasons.versus_auto(chosen, pick(auto_fit) if auto_fit else None)))
+    return list(dict.fromkeys(warnings))
 
 
 def _all_free(topology, request, engines, bandwidth, inter) -> Placement | None:
@@ -179,11 +184,10 @@ def tie_rank(strategy: str) -> int:
     return 3 if strategy in OFFLOAD else 2
 
 
-def build_plan(topology, model, request, chosen: Row, fitting, rows, forced, inter_reason, warnings) -> Plan:
+def build_plan(topology, model, request, chosen: Row, forced: bool, why: list[str], warnings: list[str]) -> Plan:
     o, e = chosen.option, chosen.estimate
     hsdp = e.strategy == "hsdp"
     shard = o.choice.shard_size if hsdp else 1
-    why = reasons.explain(request, chosen, fitting, rows, inter_reason, GPU_COUNT_TOLERANCE)
     return Plan(
         model=model,
         workload=o.workload,
@@ -202,5 +206,5 @@ def build_plan(topology, model, request, chosen: Row, fitting, rows, forced, int
         main_process_ip=request.main_process_ip,
         main_process_port=request.main_process_port,
         forced=forced,
-        warnings=tuple(dict.fromkeys(warnings)),
+        warnings=tuple(warnings),
     )
