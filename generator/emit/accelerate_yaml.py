@@ -70,11 +70,10 @@ def accelerate_dict(plan: Plan, ds_json: str | None = None) -> dict:
 
 
 def _fsdp(plan: Plan) -> dict:
-    return {
+    fsdp = {
         "fsdp_version": 2,
         "fsdp_reshard_after_forward": FSDP_RESHARD[plan.strategy],
         "fsdp_auto_wrap_policy": "TRANSFORMER_BASED_WRAP",
-        "fsdp_transformer_layer_cls_to_wrap": plan.model.decoder_layer_cls,
         "fsdp_state_dict_type": "SHARDED_STATE_DICT",
         "fsdp_offload_params": False,
         # rank 0 reads the weights, the others start on the meta device; needs Accelerator() before from_pretrained
@@ -82,6 +81,9 @@ def _fsdp(plan: Plan) -> dict:
         # FSDP checkpoints each decoder layer itself; train.py then leaves HF gradient checkpointing off
         "fsdp_activation_checkpointing": plan.workload.grad_checkpointing,
     }
+    if plan.model.decoder_layer_cls:  # else accelerate wraps the model's `_no_split_modules`
+        fsdp["fsdp_transformer_layer_cls_to_wrap"] = plan.model.decoder_layer_cls
+    return fsdp
 
 
 def _deepspeed(plan: Plan, ds_json: str | None) -> dict:
