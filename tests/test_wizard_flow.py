@@ -123,3 +123,15 @@ def test_a_strategy_that_does_not_fit_needs_a_second_yes(tmp_path, capsys):
 def test_without_a_gpu_the_reference_fallback_is_not_offered_as_this_machine():
     live = REAL_DETECT_LIVE()
     assert live is None or live.source in ("nvml", "nvidia-smi")
+
+
+def test_a_detected_machine_is_the_default_answer(tmp_path, monkeypatch, capsys):
+    from dataclasses import replace
+
+    from generator.topology import load_topology
+
+    live = replace(load_topology(machine="h200-sxm-2"), source="nvml")
+    monkeypatch.setattr(flow, "detect_live", lambda: live)
+    assert wizard([ENTER, *SETUP[1:], ENTER, ENTER]) == 0
+    data = yaml.safe_load((tmp_path / "accelerate_config.yaml").read_text())
+    assert data["num_processes"] == 2 and "Machine: nvml" in (tmp_path / "accelerate_config.yaml").read_text()
