@@ -1,7 +1,9 @@
 """Per-phase memory of a real single-GPU step against the estimator (needs a CUDA GPU with >= 130 GB; skipped else).
 
 Run directly for the numbers: `python tests/test_estimate_gpu.py [bf16|fp32] [--seq N] [--no-ckpt]` prints JSON with
-allocated/peak GB after forward, during backward, during the optimizer step, beside the estimator's phases.
+allocated/peak GB after forward, during backward, during the optimizer step, beside the estimator's phases. Under
+`accelerate launch --config_file <FSDP2 yaml> tests/test_estimate_gpu.py bf16 --strategy fsdp` it measures that
+strategy (rank 0 prints).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import pytest
 
 
 def measure_phases(load_dtype: str, seq_len: int = 4096, checkpointing: bool = True, steps: int = 3) -> dict:
+    """Per-phase allocated GB on this rank; under `accelerate launch` the strategy comes from the config."""
     import torch
     from accelerate import Accelerator
     from transformers import AutoModelForCausalLM, MistralConfig
@@ -23,16 +26,17 @@ def measure_phases(load_dtype: str, seq_len: int = 4096, checkpointing: bool = T
     cfg.pop("model_type")
     accelerator = Accelerator(mixed_precision="bf16")
     dtype = torch.float32 if load_dtype == "fp32" else torch.bfloat16
-    with torch.device("cuda"):
+    with torch.device(accelerator.device):
         model = AutoModelForCausalLM.from_config(MistralConfig(**cfg), dtype=dtype, attn_implementation="sdpa")
     if checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     model.config.use_cache = False
     opt = torch.optim.AdamW(model.parameters(), lr=1e-5, fused=True)
     model, opt = accelerator.prepare(model, opt)
-    ids = torch.randint(0, 32000, (1, seq_len), device="cuda")
+    ids = torch.randint(0, 32000, (1, seq_len), device=accelerator.device)
+    torch.cuda.synchronize()
     gb = 1e9
-    out: dict = {}
+    out: dict = {"after_prepare": torch.cuda.memory_allocated() / gb}
     for _ in range(steps):
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
@@ -53,7 +57,9 @@ def measure_phases(load_dtype: str, seq_len: int = 4096, checkpointing: bool = T
     return out
 
 
-def predicted_phases(load_dtype: str, seq_len: int = 4096, checkpointing: bool = True) -> dict:
+def predicted_phases(
+    load_dtype: str, seq_len: int = 4096, checkpointing: bool = True, strategy: str = "ddp", gpus: int = 1
+) -> dict:
     from generator.estimate.activations import activation_terms
     from generator.estimate.states import PHASES, model_states
     from generator.estimate.types import Placement, Workload
@@ -61,8 +67,8 @@ def predicted_phases(load_dtype: str, seq_len: int = 4096, checkpointing: bool =
 
     m = load_model("mistral-7b")
     w = Workload(load_dtype=load_dtype, seq_len=seq_len, grad_checkpointing=checkpointing)
-    p = Placement(num_gpus_per_machine=1, gpu_name="NVIDIA H200", gpu_memory_gb=141, busbw_gbps=0)
-    states, acts = model_states(m, w, p, "ddp"), activation_terms(m, w, "ddp")
+    p = Placement(num_gpus_per_machine=gpus, gpu_name="NVIDIA H200", gpu_memory_gb=141, busbw_gbps=338)
+    states, acts = model_states(m, w, p, strategy), activation_terms(m, w, strategy)
     return {ph: round(sum({**states[ph], **acts[ph]}.values()) / 1e9, 3) for ph in PHASES}
 
 
@@ -87,7 +93,12 @@ if __name__ == "__main__":
     dtype = args[0] if args else "bf16"
     seq = int(args[args.index("--seq") + 1]) if "--seq" in args else 4096
     ckpt = "--no-ckpt" not in args
-    result = {"load_dtype": dtype, "seq_len": seq, "checkpointing": ckpt}
+    strategy = args[args.index("--strategy") + 1] if "--strategy" in args else "ddp"
+    import os
+
+    gpus = int(os.environ.get("WORLD_SIZE", "1"))
+    result = {"load_dtype": dtype, "seq_len": seq, "checkpointing": ckpt, "strategy": strategy, "gpus": gpus}
     result["measured"] = {k: round(v, 3) for k, v in measure_phases(dtype, seq, ckpt).items()}
-    result["predicted"] = predicted_phases(dtype, seq, ckpt)
-    print(json.dumps(result))
+    result["predicted"] = predicted_phases(dtype, seq, ckpt, strategy, gpus)
+    if os.environ.get("RANK", "0") == "0":
+        print(json.dumps(result))

@@ -70,9 +70,24 @@ def test_article_effect_same_four_gpus_in_one_group_vs_spread():
         inside = estimate(MISTRAL, w, _gpus(4, 322.0, "NVIDIA H200 NVL"), s)
         spread = estimate(MISTRAL, w, _gpus(4, 35.0, "NVIDIA H200 NVL"), s)
         drop[s] = inside.tokens_per_s_per_gpu / spread.tokens_per_s_per_gpu
-    assert 3.0 <= drop["ddp"] <= 6.0
-    assert 3.0 <= drop["fsdp"] <= 7.0
+    assert 3.0 <= drop["ddp"] <= 5.5
+    assert 3.0 <= drop["fsdp"] <= 5.5
     assert drop["fsdp"] > drop["ddp"]
+
+
+@pytest.mark.parametrize(
+    ("workload", "measured_s"),
+    [
+        (Workload(), 0.747),  # full checkpointing, 27.2% MFU
+        (Workload(grad_checkpointing=False), 0.620),  # 32.8% MFU
+        (Workload(grad_checkpointing=False, micro_batch=2, liger=True), 0.953),  # 8,594 tokens/s per GPU
+    ],
+)
+def test_fsdp_two_h200_reference_points(workload, measured_s):
+    """Issue 5: FSDP2 under plain Accelerate on 2x H200 (NVLink, measured busbw 338 GB/s). Within 15%: the compute
+    efficiency is calibrated on one GPU and Liger's faster elementwise kernels are not modelled."""
+    e = estimate(MISTRAL, workload, _gpus(2, 338.0), "fsdp")
+    assert e.step_s == pytest.approx(measured_s, rel=0.15)
 
 
 def test_ladder_on_four_h200():

@@ -8,8 +8,9 @@ the residual stream: 2 when the model is bf16, 4 when fp32 weights run under bf1
   GQA passed through `enable_gqa` when there is no mask), the contiguous transposed output kept by o_proj (2q);
 - SwiGLU MLP: gate output (kept by silu), silu output and up output (kept by the product), the product (kept by
   down_proj): 8F. MoE: per routed expert, plus the token copy each expert gathers.
-The loss: the logits Accelerate returns (fp32 after convert_outputs_to_fp32; bf16 under DeepSpeed), the log-softmax
-the cross-entropy keeps (fp32, after `logits.float()` in ForCausalLMLoss), and in backward its two fp32 gradients.
+The loss: while it is computed, the bf16 logits, their fp32 upcast (`logits.float()` in ForCausalLMLoss) and the
+log-softmax the cross-entropy keeps; through backward, the logits Accelerate returns (fp32 after
+convert_outputs_to_fp32; bf16 under DeepSpeed), and at its start the log-softmax with its two fp32 gradients.
 Liger's fused linear cross-entropy materialises none of it.
 """
 
@@ -22,9 +23,9 @@ from generator.model.types import ModelSpec
 # Gradient buffers alive at once inside one layer's backward: at the SwiGLU product, d(silu out) and d(up) (2F each)
 # beside the incoming gradient; the attention side is smaller. Derived from the op graph, not measured.
 BACKWARD_TRANSIENT_F_BYTES = 4.0
-# Loss terms in bytes per token per vocabulary entry.
-LOSS_SAVED_BYTES = 4.0  # log-softmax output kept by nll_loss (fp32)
-LOSS_GRAD_BYTES = 8.0  # d(log-softmax) and d(logits), both fp32, alive together at the start of backward
+# Loss terms in bytes per token per vocabulary entry (ForCausalLMLoss: logits.float() then cross_entropy).
+LOSS_FORWARD_BYTES = 10.0  # while the loss is computed: bf16 logits 2 + fp32 upcast 4 + log-softmax kept by nll 4
+LOSS_BACKWARD_BYTES = 12.0  # loss backward: log-softmax 4 + d(log-softmax) 4 + d(logits) 4, beside the kept logits
 
 
 def residual_bytes(workload: Workload, strategy: str) -> int:
@@ -34,15 +35,18 @@ def residual_bytes(workload: Workload, strategy: str) -> int:
     return 4 if workload.load_dtype == "fp32" and strategy == "ddp" else 2
 
 
-def layer_saved_bytes_per_token(model: ModelSpec, r: int) -> float:
-    """Bytes one decoder layer keeps for backward, per token (see module docstring)."""
+def layer_saved_bytes_per_token(model: ModelSpec, r: int, liger: bool = False) -> float:
+    """Bytes one decoder layer keeps for backward, per token (see module docstring).
+
+    Liger's RMSNorm keeps only its input (+ per-row rstd) and its SwiGLU only gate and up outputs (silu recomputed)."""
     h = model.hidden_size
     q = model.num_heads * model.head_dim
     kv = model.num_kv_heads * model.head_dim
     f = model.intermediate_size
-    norms = 2 * (4 * h + r * h + 2 * h)
+    norms = 2 * ((r * h if liger else 4 * h + r * h) + 2 * h)
     attention = 6 * q + 4 * kv
-    mlp = 8 * f if not model.num_experts else model.experts_per_token * (8 * f + 2 * h) + 4 * model.num_experts
+    mlp_f = 6 * f if liger else 8 * f
+    mlp = mlp_f if not model.num_experts else model.experts_per_token * (mlp_f + 2 * h) + 4 * model.num_experts
     return float(norms + attention + mlp)
 
 
@@ -58,9 +62,10 @@ def activation_terms(model: ModelSpec, workload: Workload, strategy: str) -> dic
     tokens = workload.seq_len * workload.micro_batch
     r = residual_bytes(workload, strategy)
     h, layers = model.hidden_size, model.num_layers
-    per_layer = layer_saved_bytes_per_token(model, r) * tokens
+    per_layer = layer_saved_bytes_per_token(model, r, workload.liger) * tokens
     kept = logits_kept_bytes(workload, strategy) * model.vocab_size * tokens
-    loss = 0.0 if workload.liger else (LOSS_SAVED_BYTES + LOSS_GRAD_BYTES) * model.vocab_size * tokens
+    loss_fwd = 0.0 if workload.liger else LOSS_FORWARD_BYTES * model.vocab_size * tokens
+    loss_bwd = 0.0 if workload.liger else LOSS_BACKWARD_BYTES * model.vocab_size * tokens
     transient = BACKWARD_TRANSIENT_F_BYTES * model.intermediate_size * tokens
     # fp32 weights under autocast: autocast caches a bf16 copy of every fp32 leaf weight it casts until the forward's
     # autocast region exits, so the copies of all matmul weights are alive at the loss (measured +14.0 GB for
@@ -74,14 +79,21 @@ def activation_terms(model: ModelSpec, workload: Workload, strategy: str) -> dic
     if workload.method == "qlora":  # bitsandbytes dequantises one linear at a time to bf16
         layer_casts = 2.0 * model.hidden_size * model.intermediate_size
     if workload.grad_checkpointing:
-        fwd = {"checkpoints": layers * r * h * tokens, "logits_and_loss": kept + loss}
-        bwd = {"checkpoints": r * h * tokens, "layer_recompute": per_layer, "backward_transient": transient}
+        held = {"checkpoints": layers * r * h * tokens}
+        working = {"layer_recompute": per_layer, "backward_transient": transient}
+        bwd = {"checkpoints": r * h * tokens, **working}
+        start_casts = layer_casts
     else:
-        fwd = {"activations": layers * per_layer, "logits_and_loss": kept + loss}
-        bwd = {"activations": per_layer, "backward_transient": transient}
-    if all_casts:
-        fwd["autocast_weight_copies"] = all_casts
-    if layer_casts:
-        bwd["autocast_weight_copies"] = layer_casts
+        held = {"activations": layers * per_layer}
+        working = {"backward_transient": transient}
+        bwd = {"activations": per_layer, **working}
+        start_casts = all_casts or layer_casts
+    fwd = {**held, "logits_and_loss": loss_fwd}
+    # Backward starts with the loss's own backward, then recomputes the last layer: whichever needs more is the peak.
+    start = {**held, **(working if sum(working.values()) >= loss_bwd else {"loss_backward": loss_bwd})}
+    start["logits_kept"] = kept
     bwd["logits_kept"] = kept
-    return {"forward_end": fwd, "backward_end": bwd, "optimizer": {}}
+    for terms, casts in ((fwd, all_casts), (start, start_casts), (bwd, layer_casts)):
+        if casts:
+            terms["autocast_weight_copies"] = casts
+    return {"forward_end": fwd, "backward_start": start, "backward_end": bwd, "optimizer": {}}

@@ -10,14 +10,18 @@ from generator.estimate.timing import step_timing
 from generator.estimate.types import METHODS, STRATEGIES, Estimate, Placement, Workload
 from generator.model.types import ModelSpec
 
-# max_memory_reserved / max_memory_allocated per framework. Single-process ("ddp" on one GPU) measured on one H200 by
-# tests/test_estimate_gpu.py (Mistral-7B, seq 4096, full checkpointing): 1.017 (bf16 load) and 1.038 (fp32 load).
-# DeepSpeed and FSDP are predicted, not yet measured: FSDP2's per-layer all-gather buffers (freed on another stream)
-# fragment most, DeepSpeed's large flat buffers less. The GPU benchmark issue replaces them with measured ratios.
-FRAGMENTATION = {"ddp": 0.03, "deepspeed": 0.06, "fsdp": 0.12}
-# Without checkpointing every layer's differently sized activations churn the allocator: measured 1.110 on the same
-# H200 (bf16 load, seq 2048). Applied as a floor to every framework.
-NO_CHECKPOINTING_FRAGMENTATION = 0.11
+# max_memory_reserved / max_memory_allocated, by framework and (with, without) activation checkpointing.
+# Measured by tests/test_estimate_gpu.py on H200s (Mistral-7B, seq 4096 unless noted, micro-batch 1):
+#   single process: 1.017 (bf16 load), 1.038 (fp32 load); without checkpointing 1.110 (seq 2048)
+#   FSDP2 on 2 GPUs: 1.073; without checkpointing 1.234; without reshard after forward 1.285 (unsharded layers
+#   gathered in forward and freed one by one in backward leave holes)
+# DeepSpeed is predicted (not measured yet): DDP-like activations plus large flat buffers.
+FRAGMENTATION = {
+    "ddp": (0.03, 0.11),
+    "fsdp": (0.075, 0.235),
+    "fsdp_grad_op": (0.285, 0.285),
+    "deepspeed": (0.06, 0.14),
+}
 # Outside the allocator entirely (max_memory_allocated never sees them), but they take GPU memory:
 CUDA_CONTEXT_GB = 0.6  # CUDA context + cuBLAS/cuDNN workspaces with lazy module loading (predicted)
 NCCL_BUFFERS_GB = 0.5  # NCCL channel buffers per process in a multi-GPU job (predicted)
@@ -88,10 +92,8 @@ def estimate(
     """Memory, communication and time of `strategy` for this model/workload/placement (all predicted)."""
     phase, breakdown = _memory(model, workload, placement, strategy)
     peak = sum(breakdown.values())
-    frag = FRAGMENTATION[_framework(strategy)]
-    if not workload.grad_checkpointing:
-        frag = max(frag, NO_CHECKPOINTING_FRAGMENTATION)
-    reserved = peak * (1 + frag)
+    with_ckpt, without = FRAGMENTATION["fsdp_grad_op" if strategy == "fsdp_grad_op" else _framework(strategy)]
+    reserved = peak * (1 + (with_ckpt if workload.grad_checkpointing else without))
     outside = CUDA_CONTEXT_GB + (NCCL_BUFFERS_GB if placement.num_gpus > 1 else 0.0)
     capacity = placement.gpu_memory_gb * (1 - headroom) - outside
     comm = communication(model, workload, placement, strategy)

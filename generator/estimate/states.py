@@ -9,8 +9,9 @@ What each framework really keeps (Accelerate 1.15, torch FSDP2, DeepSpeed 0.19; 
 - FSDP2: Accelerate upcasts trainable shards to fp32 under mixed precision: 16/N, plus bf16 unsharded units in flight.
 - LoRA: frozen base, adapters upcast to fp32 by peft (autocast_adapter_dtype) with fp32 AdamW: 16 bytes/adapter param.
 - QLoRA: NF4 base (0.5 byte/param + double-quantised block constants), embeddings and lm_head stay bf16.
-Phases: "forward_end" (loss computed, backward starting), "backward_end" (first decoder layer's backward),
-"optimizer" (the step). Bytes in, GB out happens in core.
+Phases: "forward_end" (the loss and its gradient buffers), "backward_start" (the last decoder layer's backward, all
+activations still held), "backward_end" (the first decoder layer's backward, nearly all gradients held), "optimizer"
+(the step). Bytes in, GB out happens in core.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from __future__ import annotations
 from generator.estimate.types import Placement, Workload
 from generator.model.types import ModelSpec
 
-PHASES = ("forward_end", "backward_end", "optimizer")
+PHASES = ("forward_end", "backward_start", "backward_end", "optimizer")
 
 # DeepSpeed defaults (deepspeed/runtime/zero/config.py) that stand when Accelerate builds the config from the YAML.
 DS_REDUCE_BUCKET_ELEMS = 5e8
@@ -32,6 +33,8 @@ ADAMW8BIT_STATE_BYTES = 2.0
 LORA_STATE_BYTES = 16.0
 # Targets LoRA adapts in every decoder layer (train.py default: all linear projections).
 LORA_TARGETS = ("q", "k", "v", "o", "gate", "up", "down")
+
+_IN_STEP = ("forward_end", "backward_start", "backward_end")  # phases of forward/backward, not the optimizer step
 
 DEEPSPEED = ("zero1", "zero2", "zero3", "zero2_offload", "zero3_offload")
 FSDP_FAMILY = ("fsdp", "fsdp_grad_op", "hsdp")
@@ -75,13 +78,27 @@ def _frozen_base_bytes(model: ModelSpec, workload: Workload, strategy: str) -> f
     return p * (2 if strategy in DEEPSPEED else load_bytes(workload))
 
 
-def _fsdp_in_flight(model: ModelSpec) -> tuple[float, float]:
-    """bf16 unsharded bytes alive (after forward, late in backward) under FSDP2 with one unit per decoder layer.
+def _fsdp_in_flight(model: ModelSpec, reshard: bool) -> dict[str, float]:
+    """bf16 unsharded bytes alive per phase under FSDP2 with one unit per decoder layer.
 
-    The root unit (embeddings, final norm, lm_head) is not resharded after forward and its gradients are reduced last;
-    late in backward one layer's params, its prefetched neighbour and the layer's unsharded grads are alive too."""
-    root = model.params_total - model.num_layers * model.params_per_layer
-    return 2.0 * root, 2.0 * (2 * root + 3 * model.params_per_layer)
+    The root unit (embeddings, final norm, lm_head) is not resharded after forward and its gradients are reduced last.
+    In backward one layer's params, its prefetched neighbour and the layer's unsharded grads are alive too. Without
+    reshard after forward every layer's params stay gathered until that layer's backward."""
+    root = _root_params(model)
+    layer = model.params_per_layer
+    lm_head = 0 if model.tie_embeddings else model.vocab_size * model.hidden_size
+    held = 2.0 * model.params_total if not reshard else 2.0 * root
+    return {
+        "forward_end": held,
+        "backward_start": held + 2.0 * (layer if not reshard else 3 * layer),
+        # first layer: its params and grads, the root's params and lm_head's grad (reduced with the root, last)
+        "backward_end": 2.0 * (root + lm_head + 2 * layer),
+    }
+
+
+def _root_params(model: ModelSpec) -> int:
+    """Parameters outside the decoder layers: embeddings, final norm, lm_head (FSDP's root unit)."""
+    return model.params_total - model.num_layers * model.params_per_layer
 
 
 def ds_live_params_bytes(model: ModelSpec) -> float:
@@ -121,15 +138,15 @@ def model_states(model: ModelSpec, workload: Workload, placement: Placement, str
     opt = _optimizer_bytes(workload, 4.0)
     if strategy in FSDP_FAMILY:
         every("master_weights_fp32", 4.0 * t / n)
-        every("grads_fp32", 4.0 * t / n, grad_phases)
+        # Late in backward the first layer's and the root's shards are not reduced yet; the step has them all.
+        late = t - (_root_params(model) + model.params_per_layer if full and not accum else 0)
+        every("grads_fp32", 4.0 * t / n, tuple(ph for ph in grad_phases if ph != "backward_end"))
+        every("grads_fp32", 4.0 * late / n, ("backward_end",))
         every("optimizer_states", opt * t / n)
-        after_fwd, late_bwd = _fsdp_in_flight(model)
-        if strategy == "fsdp_grad_op":
-            after_fwd = 2.0 * model.params_total  # nothing resharded until each layer's backward
-        every("fsdp_unsharded", after_fwd, ("forward_end",))
-        every("fsdp_unsharded", late_bwd, ("backward_end",))
+        for phase, value in _fsdp_in_flight(model, reshard=strategy != "fsdp_grad_op").items():
+            every("fsdp_unsharded", value, (phase,))
         if accum:  # Accelerate's no_sync on FSDP2 keeps unsharded bf16 grads across micro-steps
-            every("fsdp_accum_grads", 2.0 * t, ("forward_end", "backward_end"))
+            every("fsdp_accum_grads", 2.0 * t, _IN_STEP)
         return terms
     # DeepSpeed
     offload_opt = strategy.endswith("_offload")
@@ -145,9 +162,9 @@ def model_states(model: ModelSpec, workload: Workload, placement: Placement, str
         every("ds_buckets", 2.0 * DS_REDUCE_BUCKET_ELEMS, ("optimizer",))
     else:
         every("grads_bf16", 0.0 if offload_opt else 2.0 * t / n, grad_phases)
-        every("ds_buckets", 2.0 * DS_REDUCE_BUCKET_ELEMS * (2 if stage == 3 else 1), ("forward_end", "backward_end"))
+        every("ds_buckets", 2.0 * DS_REDUCE_BUCKET_ELEMS * (2 if stage == 3 else 1), _IN_STEP)
     if stage == 3:
-        every("zero3_live_params", ds_live_params_bytes(model), ("forward_end", "backward_end"))
+        every("zero3_live_params", ds_live_params_bytes(model), _IN_STEP)
     return terms
 
 

@@ -25,10 +25,12 @@ SUSTAINED_EFFICIENCY = 0.467
 # Fraction of HBM bandwidth a streaming elementwise pass (fused AdamW, dtype casts) reaches. Assumed, not measured;
 # with it the fp32-loaded point of the same run is predicted at 0.667 s against 0.684 s measured.
 HBM_EFFICIENCY = 0.8
-# Share of the compute window that overlappable communication can actually hide (NCCL kernels compete with the
-# matmuls for SMs and HBM; the first all-gather and the last bucket are exposed). Predicted, to be calibrated on the
-# GPU benchmarks.
-OVERLAP_EFFICIENCY = 0.5
+# Share of the compute window that overlappable communication actually hides, per strategy family.
+# DDP: predicted (the Reducer's buckets all-reduce during backward; the last bucket is exposed).
+# Sharded (FSDP2, ZeRO-3): 0, fitted to FSDP2 on 2x H200 under Accelerate (issue 5 reference points: 0.747 s/step with
+# checkpointing, 0.62 s without, 0.953 s with Liger at micro-batch 2): each step ran 50-150 ms longer than compute +
+# optimizer, about the full all-gather + reduce-scatter time (64 ms at 338 GB/s), so none of it was hidden.
+OVERLAP_EFFICIENCY = {"ddp": 0.5, "sharded": 0.0}
 # DeepSpeed CPU-Adam throughput per machine (parameters updated per second). Assumed from the ZeRO-Offload paper's
 # order of magnitude (Ren et al. 2021: CPU-Adam updates ~1e9 params in well under a second on one socket).
 CPU_ADAM_PARAMS_PER_S = 2e9
@@ -86,7 +88,7 @@ def step_timing(model: ModelSpec, workload: Workload, placement: Placement, stra
         cpu = trainable_params(model, workload) / (placement.num_machines * CPU_ADAM_PARAMS_PER_S)
     # DDP buckets fire during backward (2/3 of a step, 3/4 with recompute); sharded gathers span the whole step.
     window = compute * ((0.75 if workload.grad_checkpointing else 2 / 3) if strategy == "ddp" else 1.0)
-    hidden = min(comm.overlappable_s, OVERLAP_EFFICIENCY * window)
+    hidden = min(comm.overlappable_s, OVERLAP_EFFICIENCY["ddp" if strategy == "ddp" else "sharded"] * window)
     exposed = max(0.0, comm.seconds - hidden)
     step = compute + memory + cpu + comm.host_s + exposed
     tps = tokens / step if step > 0 else 0.0
