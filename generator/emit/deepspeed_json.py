@@ -44,7 +44,8 @@ def deepspeed_dict(plan: Plan, hpz: int, comment: list[str]) -> dict:
         "bf16": {"enabled": plan.workload.mixed_precision == "bf16"},
         # explicit, as in the YAML-only variants: DeepSpeed's value wins over Accelerator(gradient_accumulation_steps)
         "gradient_accumulation_steps": plan.workload.grad_accum,
-        "gradient_clipping": 1.0,
+        # train.py fills it from --max-grad-norm (default 1.0); Accelerate's prepare fills 1.0 for other scripts
+        "gradient_clipping": "auto",
         "train_batch_size": "auto",
         "train_micro_batch_size_per_gpu": "auto",
         "zero_optimization": {
