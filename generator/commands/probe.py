@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+from datetime import datetime, timezone
 
 from generator.errors import UserError
 
@@ -102,7 +103,9 @@ def run(args) -> int:
 
         if not torch.cuda.is_available():
             raise UserError("no CUDA GPU visible to torch; use --device cpu to exercise the probe over gloo")
-    subsets = choose_subsets(gpus, topo if args.device == "cuda" else None, quick=args.quick)
+    if args.device != "cuda":
+        topo = None  # CPU ranks have no wiring to compare with
+    subsets = choose_subsets(gpus, topo, quick=args.quick)
     console = Console(stderr=True)
     common = dict(backend=backend, device=args.device, warmup=1 if args.quick else 3, repeats=repeats)
     with Progress(console=console, transient=True) as progress:
@@ -119,13 +122,22 @@ def run(args) -> int:
             p2p = run_probe(gpus, pairs, sizes, COLLECTIVES, timeout_s=timeout, extra_env=extra, on_measurement=step,
                             **common)  # fmt: skip
     out = Console()
-    print_table(out, topo, subsets, results, f"Measured bus bandwidth, GB/s, largest message ({backend})")
+    print_table(out, topo, subsets, results, f"Measured bus bandwidth ({backend}, {args.device})")
     if p2p:
-        print_table(out, topo, pairs, p2p, "With NCCL_P2P_DISABLE=1")
-    for line in anomalies(topo if args.device == "cuda" else None, subsets, results, dict(os.environ)):
+        print_table(out, topo, pairs, p2p, "With NCCL_P2P_DISABLE=1 (measured)", p2p_disabled=True)
+    for line in anomalies(topo, subsets, results, dict(os.environ)):
         out.print(f"[yellow]anomaly[/]: {line}")
-    machine = f"{len(gpus)}x {topo.gpu(gpus[0]).name}" if topo is not None and args.device == "cuda" else "cpu"
+    machine = f"{len(gpus)}x {topo.gpu(gpus[0]).name}" if topo is not None else "cpu"
     doc = build_document(machine, gpus, results, _env_info(args.device, backend))
+    doc["method"] = {
+        "dtype": "bf16" if args.device == "cuda" else "fp32",
+        "warmup": common["warmup"],
+        "repeats": repeats,
+        "timing": "CUDA events" if args.device == "cuda" else "perf_counter after a barrier",
+        "statistic": "median over repeats of the slowest rank's time",
+        "busbw": "nccl-tests: all_reduce algbw*2(n-1)/n, all_gather/reduce_scatter algbw*(n-1)/n, S = total bytes",
+        "measured_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
     if p2p:
         doc["p2p_disabled"] = build_document(machine, gpus, p2p, {})["subsets"]
     if args.output:

@@ -16,12 +16,13 @@ def at_largest(measurements: list[Measurement], collective: str) -> Measurement 
     return max(ms, key=lambda m: m.size_bytes) if ms else None
 
 
-def expected_gbps(topo, subset: Subset) -> float | None:
+def expected_gbps(topo, subset: Subset, p2p_disabled: bool = False) -> float | None:
+    """The topology engine's predicted all-reduce bus bandwidth for this subset (None without a topology)."""
     if topo is None:
         return None
     from generator.topology import subset_busbw_gbps
 
-    return subset_busbw_gbps(topo, list(subset.gpu_ids))
+    return subset_busbw_gbps(topo, list(subset.gpu_ids), p2p_disabled=p2p_disabled)
 
 
 def anomalies(topo, subsets: list[Subset], results: dict[str, list[Measurement]], env: dict[str, str]) -> list[str]:
@@ -56,7 +57,7 @@ def anomalies(topo, subsets: list[Subset], results: dict[str, list[Measurement]]
     return out
 
 
-def table_rows(topo, subsets: list[Subset], results: dict[str, list[Measurement]]) -> list[list[str]]:
+def table_rows(topo, subsets: list[Subset], results: dict[str, list[Measurement]], p2p_disabled: bool = False):
     rows = []
     for subset in subsets:
         ms = results.get(subset.key, [])
@@ -64,19 +65,20 @@ def table_rows(topo, subsets: list[Subset], results: dict[str, list[Measurement]
         for collective in COLLECTIVES:
             m = at_largest(ms, collective)
             cells.append(f"{m.busbw_gbps:.1f}" if m else "-")
-        expected = expected_gbps(topo, subset)
+        expected = expected_gbps(topo, subset, p2p_disabled)
         ar = at_largest(ms, "all_reduce")
         ratio = f"{ar.busbw_gbps / expected:.0%}" if ar and expected else "-"
         rows.append([subset.key, ", ".join(subset.reasons), *cells, f"{expected:.0f}" if expected else "-", ratio])
     return rows
 
 
-def print_table(console, topo, subsets, results, title: str) -> None:
+def print_table(console, topo, subsets, results, title: str, p2p_disabled: bool = False) -> None:
     from rich.table import Table
 
-    table = Table(title=title)
-    for name in ("GPUs", "why", "all-reduce", "all-gather", "reduce-scatter", "expected (predicted)", "ratio"):
-        table.add_column(name, justify="left" if name in ("GPUs", "why") else "right")
-    for row in table_rows(topo, subsets, results):
+    caption = "GB/s at the largest message; expected = topology prediction for all-reduce; ratio = measured/expected"
+    table = Table(title=title, caption=caption)
+    for name in ("GPUs", "why", "all-reduce", "all-gather", "red-scatter", "expected", "ratio"):
+        table.add_column(name, justify="left" if name in ("GPUs", "why") else "right", overflow="fold")
+    for row in table_rows(topo, subsets, results, p2p_disabled):
         table.add_row(*row)
     console.print(table)
