@@ -32,14 +32,20 @@ def register(subparsers, verb: str, help_text: str) -> argparse.ArgumentParser:
 
 
 def _topology(args):
+    """The wiring to compare with. Without --topo-file/--machine, a failed or reference-fallback detection gives None:
+    the probe then measures what torch sees and compares with nothing rather than with another machine."""
     from generator.topology import topology_from_args
 
+    explicit = getattr(args, "topo_file", None) or getattr(args, "machine", None)
     try:
-        return topology_from_args(args)
+        topo = topology_from_args(args)
     except UserError:
-        if getattr(args, "topo_file", None) or getattr(args, "machine", None) or args.device == "cuda":
+        if explicit:
             raise
         return None
+    if not explicit and topo.source.startswith("machine:"):
+        return None  # no GPU detected: detection fell back to a bundled reference machine
+    return topo
 
 
 def _gpus(args, topo) -> list[int]:
@@ -48,8 +54,14 @@ def _gpus(args, topo) -> list[int]:
             gpus = sorted({int(part) for part in args.gpus.split(",")})
         except ValueError:
             raise UserError(f"--gpus {args.gpus!r} is not a comma list of GPU ids like 0,1") from None
+    elif args.device != "cuda":
+        gpus = [0, 1]
+    elif topo is not None:
+        gpus = list(topo.indices)
     else:
-        gpus = list(topo.indices) if topo is not None and args.device == "cuda" else [0, 1]
+        import torch
+
+        gpus = list(range(torch.cuda.device_count()))
     if topo is not None and args.device == "cuda" and not set(gpus) <= set(topo.indices):
         raise UserError(f"--gpus {args.gpus}: this machine has GPUs {','.join(map(str, topo.indices))}")
     if len(gpus) < 2:
@@ -96,13 +108,13 @@ def run(args) -> int:
     if repeats < 1:
         raise UserError("--repeats must be at least 1")
     timeout = args.timeout or (60.0 if args.quick else 600.0)
-    topo = _topology(args)
-    gpus = _gpus(args, topo)
     if args.device == "cuda":
         import torch
 
         if not torch.cuda.is_available():
             raise UserError("no CUDA GPU visible to torch; use --device cpu to exercise the probe over gloo")
+    topo = _topology(args)
+    gpus = _gpus(args, topo)
     if args.device != "cuda":
         topo = None  # CPU ranks have no wiring to compare with
     subsets = choose_subsets(gpus, topo, quick=args.quick)
