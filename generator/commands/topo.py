@@ -97,7 +97,10 @@ def _print_text(topo, selection, exclude) -> None:
         if len(island) == 1:
             out.print(f"  GPU {island[0]}: no NVLink peer")
             continue
-        kind = "NVSwitch" if is_switched(topo, island) else "bridged / mesh"
+        if len(island) == 2:
+            kind = f"NV{topo.link(*island).nvlinks} pair"
+        else:
+            kind = "NVSwitch" if is_switched(topo, island) else "bridged / mesh"
         out.print(f"  GPUs {','.join(map(str, island))}: {len(island)} GPUs, {kind}")
     if topo.nics:
         where = ", ".join(f"{n} (NUMA {topo.nic_numa[n]})" if n in topo.nic_numa else n for n in topo.nics)
