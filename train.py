@@ -523,15 +523,36 @@ def strategy_name(accelerator) -> str:
 # ----------------------------------------------------------------------------------------------------------------------
 # 5. Metrics: FLOPs per token (the estimator's formula), memory, the estimator's prediction
 # ----------------------------------------------------------------------------------------------------------------------
-def flops_per_token(args, config) -> tuple[float, str]:
-    """6N + 12*L*h*s. The estimator's own function when it can size the model, else the same formula here."""
+def estimator_inputs(args, config, ga: int, grad_ckpt: bool, mixed_precision: str):
+    """(ModelSpec, Workload) for the generator's estimator, built from the config already loaded (no second fetch);
+    (None, reason) when the estimator cannot size this model, so training never depends on it."""
     try:
-        from generator.model import flops_per_token as est_flops
-        from generator.model import load_model as est_load
+        from generator.estimate.types import Workload
+        from generator.model import spec_from_config
 
-        return float(est_flops(est_load(args.model), args.seq_len)), "estimator"
-    except Exception:
-        pass
+        spec = spec_from_config(config.to_dict(), args.model)
+        workload = Workload(
+            method=args.method,
+            seq_len=args.seq_len,
+            micro_batch=args.micro_batch,
+            grad_accum=ga,
+            grad_checkpointing=grad_ckpt,
+            load_dtype=args.load_dtype,
+            mixed_precision="bf16" if mixed_precision == "bf16" else "no",
+            lora_r=args.lora_r,
+            liger=args.liger,
+        )
+        return spec, workload
+    except Exception as exc:
+        return None, f"estimator cannot size the model ({_first_line(exc)})"
+
+
+def flops_per_token(args, config, spec) -> tuple[float, str]:
+    """6N + 12*L*h*s: the estimator's function when it sized the model, else the same formula from the config."""
+    if spec is not None:
+        from generator.model import flops_per_token as est_flops
+
+        return float(est_flops(spec, args.seq_len)), "estimator"
     h, layers = config.hidden_size, config.num_hidden_layers
     heads = config.num_attention_heads
     kv = getattr(config, "num_key_value_heads", None) or heads
@@ -539,6 +560,18 @@ def flops_per_token(args, config) -> tuple[float, str]:
     per_layer = h * heads * hd * 2 + h * kv * hd * 2 + 3 * h * config.intermediate_size
     n = layers * per_layer + h * config.vocab_size
     return float(6 * n + 12 * layers * h * args.seq_len), "train.py (6N + 12*L*h*s)"
+
+
+def checkpoint_bytes(spec, workload, strategy: str, n_params: int, n_trainable: int, load_dtype: str) -> int:
+    """What one save_state writes: the estimator's checkpoint_size_gb, else weights + fp32 AdamW m, v (+ masters)."""
+    if spec is not None:
+        try:
+            from generator.estimate import checkpoint_size_gb
+
+            return int(checkpoint_size_gb(spec, workload, strategy) * 1e9)
+        except Exception:
+            pass
+    return n_params * (2 if load_dtype == "bf16" else 4) + n_trainable * 12
 
 
 def gpu_peak_tflops() -> float | None:
@@ -554,15 +587,16 @@ def gpu_peak_tflops() -> float | None:
         return None
 
 
-def predicted_peak_gb(args, accelerator, strategy: str, ga: int, grad_ckpt: bool) -> tuple[float | None, str]:
+def predicted_peak_gb(accelerator, spec, workload, strategy: str) -> tuple[float | None, str]:
     import torch
 
     if not torch.cuda.is_available():
         return None, "no GPU"
+    if spec is None:
+        return None, workload  # the reason estimator_inputs gave
     try:
         from generator.estimate import estimate
-        from generator.estimate.types import Placement, Workload
-        from generator.model import load_model as est_load
+        from generator.estimate.types import Placement
 
         local = int(os.environ.get("LOCAL_WORLD_SIZE", accelerator.num_processes))
         props = torch.cuda.get_device_properties(0)
@@ -571,24 +605,13 @@ def predicted_peak_gb(args, accelerator, strategy: str, ga: int, grad_ckpt: bool
             num_gpus_per_machine=local,
             gpu_name=props.name,
             gpu_memory_gb=props.total_memory / 1e9,
-            busbw_gbps=100.0,
+            busbw_gbps=100.0,  # only the memory prediction is used here; bandwidth does not change it
             num_machines=machines,
             inter_node_gbps=25.0 if machines > 1 else None,
         )
-        workload = Workload(
-            method=args.method,
-            seq_len=args.seq_len,
-            micro_batch=args.micro_batch,
-            grad_accum=ga,
-            grad_checkpointing=grad_ckpt,
-            load_dtype=args.load_dtype,
-            mixed_precision="bf16" if accelerator.mixed_precision == "bf16" else "no",
-            lora_r=args.lora_r,
-            liger=args.liger,
-        )
-        return float(estimate(est_load(args.model), workload, placement, strategy).peak_gb), "estimator"
+        return float(estimate(spec, workload, placement, strategy).peak_gb), "estimator"
     except Exception as exc:
-        return None, f"estimator unavailable ({_first_line(exc)})"
+        return None, f"estimator failed ({_first_line(exc)})"
 
 
 class JsonLog:
@@ -667,6 +690,10 @@ def train(args: argparse.Namespace) -> int:
         start_step = int(state["step"])
 
     config, tok = load_config_and_tokenizer(args)
+    with accelerator.main_process_first():  # data before the model: a bad dataset fails in seconds, not after 7B
+        rows = load_rows(args.dataset)
+        ids, labels, data_format = tokenize_rows(rows, tok, args.seq_len)
+    blocks = pack_blocks(ids, labels, args.seq_len, tok.pad_token_id, args.pack)
     set_seed(args.seed)  # identical random init on every rank
     fsdp_ac = is_fsdp and bool(accelerator.state.fsdp_plugin.activation_checkpointing)
     model = load_model(args, config, use_cuda)
@@ -688,17 +715,13 @@ def train(args: argparse.Namespace) -> int:
 
     n_params = sum(getattr(p, "ds_numel", p.numel()) for p in model.parameters())
     n_trainable = sum(getattr(p, "ds_numel", p.numel()) for p in model.parameters() if p.requires_grad)
-    if main:
+    spec, workload = estimator_inputs(args, config, ga, hf_ckpt or fsdp_ac, accelerator.mixed_precision)
+    if main and (args.save_every or args.export):
+        ckpt = checkpoint_bytes(spec, workload, strategy, n_params, n_trainable, args.load_dtype)
         bytes_per = 2 if args.load_dtype == "bf16" else 4
-        ckpt_bytes = n_params * bytes_per + n_trainable * 12  # weights + fp32 AdamW m, v (+ ZeRO's fp32 master)
         export_bytes = (n_trainable if args.method != "full" else n_params) * bytes_per if args.export else 0
-        if args.save_every or args.export:
-            check_free_space(out, int(1.05 * (ckpt_bytes + export_bytes)), "one checkpoint plus the export")
+        check_free_space(out, int(1.05 * (ckpt + export_bytes)), "one checkpoint plus the export")
 
-    with accelerator.main_process_first():
-        rows = load_rows(args.dataset)
-        ids, labels, data_format = tokenize_rows(rows, tok, args.seq_len)
-    blocks = pack_blocks(ids, labels, args.seq_len, tok.pad_token_id, args.pack)
     total = args.max_steps * args.global_batch
     stream = BlockStream(blocks, args.seed, start_step * args.global_batch, total - start_step * args.global_batch)
     loader = torch.utils.data.DataLoader(stream, batch_size=args.micro_batch, shuffle=False, num_workers=0)
@@ -714,9 +737,9 @@ def train(args: argparse.Namespace) -> int:
         accelerator.load_state(str(resume_from))
 
     log = JsonLog(args.log_file, main)
-    flops, flops_src = flops_per_token(args, config)
+    flops, flops_src = flops_per_token(args, config, spec)
     peak_tflops = gpu_peak_tflops()
-    predicted, predicted_src = predicted_peak_gb(args, accelerator, strategy, ga, hf_ckpt or fsdp_ac)
+    predicted, predicted_src = predicted_peak_gb(accelerator, spec, workload, strategy)
     log.write(
         event="start",
         step=start_step,
