@@ -186,7 +186,7 @@ def test_resume_refuses_changed_data_order(tmp_path):
         train.find_resume(args, tmp_path)
 
 
-# -- user errors through the real entry point ---------------------------------------------------------------------------
+# -- user errors through the real entry point ---------------------------------------------------------------------
 def _main_error(capsys, argv) -> str:
     assert train.main(argv) == train.EXIT_USER_ERROR
     err = capsys.readouterr().err.strip()
