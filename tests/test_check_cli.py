@@ -112,3 +112,12 @@ def test_check_never_imports_torch_or_transformers():
     )
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, timeout=60)
     assert r.returncode == 0 and b"rc 1" in r.stdout, r.stderr.decode()
+
+
+def test_exclude_flag_reaches_the_suggestion(tmp_path):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("distributed_type: MULTI_GPU\nnum_processes: 4\ngpu_ids: 0,1,4,5\n")
+    out = tmp_path / "fixed.yaml"
+    r = check(str(cfg), "--machine", "h200-nvl-8", "--exclude", "0", "--fix", "--output", str(out))
+    assert r.returncode == 0, r.stdout.decode() + r.stderr.decode()
+    assert yaml.safe_load(out.read_text())["gpu_ids"] == "4,5,6,7"

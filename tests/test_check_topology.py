@@ -96,3 +96,17 @@ def test_memory_fit_uses_the_estimator(cfg, fits):
     assert " GB " in f.problem
     if not fits:
         assert "fsdp" in f.fix or "zero" in f.fix
+
+
+def test_all_with_fewer_processes_is_pinned_to_the_best_island_and_honours_exclude():
+    cfg = {"distributed_type": "MULTI_GPU", "num_processes": 4}
+    fixed, _ = fix_config(cfg, ctx("h200-nvl-8"))
+    assert fixed["gpu_ids"] in ("0,1,2,3", "4,5,6,7")
+    excluded = CheckContext(topo=load_topology(machine="h200-nvl-8"), exclude=(0,))
+    fixed, _ = fix_config(cfg, excluded)
+    assert fixed["gpu_ids"] == "4,5,6,7"
+    spanning = {"distributed_type": "MULTI_GPU", "num_processes": 4, "gpu_ids": "0,1,4,5"}
+    fixed, _ = fix_config(spanning, excluded)
+    assert fixed["gpu_ids"] == "4,5,6,7"
+    too_many = CheckContext(topo=load_topology(machine="h200-nvl-8"), exclude=(0, 1, 4, 5, 6))
+    assert "islands_spanned" not in by_rule(run_rules(spanning, too_many))

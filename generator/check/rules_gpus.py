@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from generator.check.types import CheckContext, Finding
 from generator.check.view import as_int, distributed_type, gpu_ids, num_machines, per_node_processes
+from generator.errors import UserError
 
 
 def gpu_ids_type(cfg: dict, ctx: CheckContext) -> list[Finding]:
@@ -113,14 +114,24 @@ def gpu_ids_on_machine(cfg: dict, ctx: CheckContext) -> list[Finding]:
                 )
             ]
         if per_node < len(have):
+            fix, patch = "pin the GPUs with an explicit gpu_ids list.", ()
+            if num_machines(cfg) == 1 and per_node >= 2:
+                from generator.topology import best_subset
+
+                try:
+                    best = ",".join(map(str, best_subset(ctx.topo, per_node, exclude=ctx.exclude).gpu_ids))
+                    fix, patch = f"use gpu_ids: {best} (the best-wired {per_node}).", ((("gpu_ids",), best),)
+                except UserError:  # --exclude leaves too few GPUs
+                    pass
             return [
                 Finding(
                     "warning",
                     "gpu_ids",
                     f"'all' with {per_node} of {len(have)} GPUs: ranks take cuda:0.."
                     f"{per_node - 1} in CUDA's fastest-first order, not the best-wired subset.",
-                    "pin the GPUs with an explicit gpu_ids list (see the topology findings).",
+                    fix,
                     "gpu_ids_on_machine",
+                    patch,
                 )
             ]
     return []

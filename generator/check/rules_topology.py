@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from generator.check.types import CheckContext, Finding
 from generator.check.view import as_int, distributed_type, fsdp_version, gpu_ids, per_node_processes, section, sharded
+from generator.errors import UserError
 
 
 def _job_ids(cfg: dict, ctx: CheckContext) -> list[int] | None:
@@ -35,7 +36,12 @@ def islands_spanned(cfg: dict, ctx: CheckContext) -> list[Finding]:
     where = _island_of(isl)
     if len({where.get(g) for g in ids}) <= 1 or not any(len(i) >= len(ids) for i in isl):
         return []
-    best = best_subset(ctx.topo, len(ids))
+    try:
+        best = best_subset(ctx.topo, len(ids), exclude=ctx.exclude)
+    except UserError:  # --exclude leaves too few GPUs to suggest another set
+        return []
+    if len({where.get(g) for g in best.gpu_ids}) > 1:
+        return []  # with the excluded GPUs out, no single island holds the job either
     now, better = subset_busbw_gbps(ctx.topo, ids), best.busbw_gbps
     text = ",".join(map(str, best.gpu_ids))
     return [

@@ -53,6 +53,8 @@ class CheckContext:
     """Sequence length, micro-batch and method used for the memory estimate."""
     duplicate_keys: tuple[str, ...] = ()
     """Keys the YAML file held twice (YAML keeps the last silently)."""
+    exclude: tuple[int, ...] = ()
+    """GPU ids (--exclude) a suggested gpu_ids list must avoid, e.g. busy ones."""
 
 
 def exit_code(findings: list[Finding]) -> int:

@@ -51,7 +51,10 @@ def _context(args, duplicates):
 
         model = load_model(args.model)
     workload = Workload(method=args.method, seq_len=args.seq_len, micro_batch=args.micro_batch)
-    return CheckContext(topo=_topology(args), model=model, workload=workload, duplicate_keys=duplicates)
+    exclude = tuple(getattr(args, "exclude", ()) or ())
+    return CheckContext(
+        topo=_topology(args), model=model, workload=workload, duplicate_keys=duplicates, exclude=exclude
+    )
 
 
 def run(args) -> int:
