@@ -180,7 +180,8 @@ def _reason(topo, scorer, ids, gbps, spans, best_across, avail) -> str:
         kind = "NVSwitch" if is_switched(topo, island) else "bridged NVLink"
         text = f"GPUs {_fmt(ids)} share one NVLink island ({kind}): predicted bus bandwidth {gbps:.0f} GB/s."
         if len(island) == 2:  # a pair looks the same over a switch or a bridge: name only the link count
-            text = f"GPUs {_fmt(ids)} are joined by NV{topo.link(*ids).nvlinks}: predicted bus bandwidth {gbps:.0f} GB/s."
+            pair = f"NV{topo.link(*ids).nvlinks}"
+            text = f"GPUs {_fmt(ids)} are joined by {pair}: predicted bus bandwidth {gbps:.0f} GB/s."
         if kind == "bridged NVLink" and k < len(island):
             used = min(sum(topo.link(a, b).nvlinks for b in ids if b != a) for a in ids)
             whole = model.busbw([model.pos[g] for g in island])
