@@ -110,3 +110,23 @@ def test_all_with_fewer_processes_is_pinned_to_the_best_island_and_honours_exclu
     assert fixed["gpu_ids"] == "4,5,6,7"
     too_many = CheckContext(topo=load_topology(machine="h200-nvl-8"), exclude=(0, 1, 4, 5, 6))
     assert "islands_spanned" not in by_rule(run_rules(spanning, too_many))
+
+
+def test_sharding_across_two_islands_suggests_island_sized_hsdp():
+    cfg = {"distributed_type": "FSDP", "num_processes": 8, "fsdp_config": FSDP2}
+    [f] = by_rule(run_rules(cfg, ctx("h200-nvl-8")))["sharding_over_pcie"]
+    assert "dp_shard_size 4" in f.fix and "dp_replicate_size 2" in f.fix
+
+
+def test_fsdp1_hybrid_with_fewer_processes_than_visible_gpus():
+    cfg = {
+        "distributed_type": "FSDP",
+        "num_processes": 4,
+        "fsdp_config": {
+            "fsdp_version": 1,
+            "fsdp_sharding_strategy": "HYBRID_SHARD",
+            "fsdp_auto_wrap_policy": "TRANSFORMER_BASED_WRAP",
+        },
+    }
+    assert "fsdp1_hybrid_visible" in by_rule(run_rules(cfg, ctx("hgx-h200-8")))
+    assert "fsdp1_hybrid_visible" not in by_rule(run_rules({**cfg, "gpu_ids": "0,1,2,3"}, ctx("hgx-h200-8")))

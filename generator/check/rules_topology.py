@@ -69,13 +69,22 @@ def sharding_over_pcie(cfg: dict, ctx: CheckContext) -> list[Finding]:
     pairs = len(ids) * (len(ids) - 1) // 2
     what = "over PCIe only" if len(slow) == pairs else f"across a PCIe hop (GPUs {slow[0][0]} and {slow[0][1]})"
     bw = subset_busbw_gbps(ctx.topo, ids)
-    fits_island = any(len(i) >= len(ids) for i in islands(ctx.topo) if len(i) > 1)
-    fix = (
-        "use GPUs of one NVLink island"
-        if fits_island
-        else "prefer DDP or ZeRO-2 if memory allows (ZeRO-3/FSDP move ~1.5x DDP's bytes per step); "
-        "`python -m generator plan` compares them"
-    )
+    isl = [i for i in islands(ctx.topo) if len(i) > 1]
+    sizes = {len([g for g in i if g in ids]) for i in isl} - {0}
+    fix = "prefer DDP or ZeRO-2 if memory allows (ZeRO-3/FSDP move ~1.5x DDP's bytes per step)"
+    if any(len(i) >= len(ids) for i in isl):
+        fix = "use GPUs of one NVLink island"
+    elif (
+        len(sizes) == 1
+        and (shard := sizes.pop()) > 1
+        and len(ids) % shard == 0
+        and not section(cfg, "parallelism_config")
+    ):
+        fix += (
+            f", or HSDP: FSDP2 with parallelism_config_dp_shard_size {shard} (one NVLink island) and "
+            f"dp_replicate_size {len(ids) // shard}, gpu_ids ordered island by island"
+        )
+    fix += "; `python -m generator plan` compares them"
     return [
         Finding(
             "warning",
@@ -143,6 +152,28 @@ def hsdp_groups(cfg: dict, ctx: CheckContext) -> list[Finding]:
     ]
 
 
+def fsdp1_hybrid_visible(cfg: dict, ctx: CheckContext) -> list[Finding]:
+    """FSDP1 HYBRID_SHARD builds its shard group from torch.cuda.device_count(): more visible GPUs than processes
+    per machine fails ("group_size must not exceed the world size")."""
+    strat = str(section(cfg, "fsdp_config").get("fsdp_sharding_strategy", "")).upper()
+    if ctx.topo is None or distributed_type(cfg) != "FSDP" or fsdp_version(cfg) != 1 or not strat.startswith("HYBRID"):
+        return []
+    per_node, visible = per_node_processes(cfg), gpu_ids(cfg)
+    count = len(ctx.topo.gpus) if visible == "all" else len(visible) if isinstance(visible, list) else None
+    if per_node is None or count is None or count <= per_node:
+        return []
+    return [
+        Finding(
+            "error",
+            "gpu_ids",
+            f"FSDP1 HYBRID_SHARD sizes its shard group by the visible GPUs ({count}), more than the {per_node} "
+            "processes per machine: torch raises 'group_size must not exceed the world size'.",
+            f"list exactly {per_node} GPUs in gpu_ids.",
+            "fsdp1_hybrid_visible",
+        )
+    ]
+
+
 def hsdp_sizes(cfg: dict, ctx: CheckContext) -> list[Finding]:
     par = section(cfg, "parallelism_config")
     if distributed_type(cfg) != "FSDP" or not par:
@@ -185,4 +216,4 @@ def hsdp_sizes(cfg: dict, ctx: CheckContext) -> list[Finding]:
     return out
 
 
-RULES = [islands_spanned, sharding_over_pcie, hsdp_groups, hsdp_sizes]
+RULES = [islands_spanned, sharding_over_pcie, hsdp_groups, fsdp1_hybrid_visible, hsdp_sizes]
