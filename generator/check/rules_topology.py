@@ -67,7 +67,8 @@ def sharding_over_pcie(cfg: dict, ctx: CheckContext) -> list[Finding]:
     if not slow:
         return []
     pairs = len(ids) * (len(ids) - 1) // 2
-    what = "over PCIe only" if len(slow) == pairs else f"across a PCIe hop (GPUs {slow[0][0]} and {slow[0][1]})"
+    kind = ctx.topo.link(*slow[0]).kind
+    what = "over PCIe only" if len(slow) == pairs else f"across a {kind} path (GPUs {slow[0][0]} and {slow[0][1]})"
     bw = subset_busbw_gbps(ctx.topo, ids)
     isl = [i for i in islands(ctx.topo) if len(i) > 1]
     sizes = {len([g for g in i if g in ids]) for i in isl} - {0}
