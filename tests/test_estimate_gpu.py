@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 
 import pytest
 
@@ -39,6 +40,7 @@ def measure_phases(load_dtype: str, seq_len: int = 4096, checkpointing: bool = T
     out: dict = {"after_prepare": torch.cuda.memory_allocated() / gb}
     for _ in range(steps):
         torch.cuda.synchronize()
+        start = time.perf_counter()
         torch.cuda.reset_peak_memory_stats()
         loss = model(input_ids=ids, labels=ids).loss
         out["forward_peak"] = torch.cuda.max_memory_allocated() / gb
@@ -53,6 +55,8 @@ def measure_phases(load_dtype: str, seq_len: int = 4096, checkpointing: bool = T
         out["optimizer_peak"] = torch.cuda.max_memory_allocated() / gb
         out["reserved"] = torch.cuda.max_memory_reserved() / gb
         del loss
+        torch.cuda.synchronize()
+        out["step_s"] = time.perf_counter() - start  # last step; includes the peak-stat calls (negligible)
     out["peak"] = max(out["forward_peak"], out["backward_peak"], out["optimizer_peak"])
     return out
 

@@ -40,6 +40,7 @@ MEASURED_PHASES = {
     ("ddp", 1, "bf16", 4096, True): {"forward": 46.06, "backward": 58.65, "reserved": 59.66},
     ("ddp", 1, "fp32", 4096, True): {"forward": 104.90, "backward": 116.49, "reserved": 120.93},
     ("ddp", 1, "bf16", 2048, False): {"forward": 57.41, "backward": 58.02, "reserved": 64.43},
+    ("ddp", 2, "bf16", 4096, True): {"forward": 60.54, "backward": 73.13, "reserved": 74.79},
     ("fsdp", 2, "bf16", 4096, True): {"forward": 46.58, "backward": 59.78, "reserved": 64.17},
     ("fsdp", 2, "bf16", 4096, False): {"forward": 74.50, "backward": 74.50, "reserved": 91.93},
     ("fsdp_grad_op", 2, "bf16", 4096, True): {"forward": 60.80, "backward": 60.80, "reserved": 78.10},
