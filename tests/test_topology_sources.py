@@ -285,3 +285,27 @@ def test_cpu_list_ranges():
     assert cpu_list([0b1011, 0]) == "0-1,3"
     assert cpu_list([0, 1]) == "64"
     assert cpu_list(None) is None
+
+
+NVML_CALLS = [
+    name for name in dir(FakeNvml) if name.startswith("nvmlDevice") and name != "nvmlDeviceGetHandleByIndex"
+] + ["nvmlDeviceGetHandleByIndex", "nvmlDeviceGetCount"]
+
+
+@pytest.mark.parametrize("broken", NVML_CALLS)
+@pytest.mark.parametrize("failure", [RuntimeError("NVMLError_NotSupported"), AttributeError("old driver")])
+def test_every_nvml_call_is_guarded(monkeypatch, broken, failure):
+    """Any single NVML call failing (or missing) ends in a topology or one UserError, never a crash."""
+    fake = FakeNvml()
+
+    def fail(*args):
+        raise failure
+
+    monkeypatch.setattr(fake, broken, fail)
+    monkeypatch.setattr(detect, "run_nvidia_smi", lambda timeout_s: (read("single-gpu.txt"), ""))
+    try:
+        topo = detect.detect_live(nvml_module=fake)
+    except UserError as exc:
+        assert "\n" not in str(exc)
+        return
+    assert topo.gpus and all(g.memory_gb >= 0 for g in topo.gpus)
