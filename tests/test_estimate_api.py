@@ -124,3 +124,14 @@ def test_checkpoint_size():
     assert checkpoint_size_gb(MISTRAL, Workload(), "zero3") == pytest.approx(14 * psi / 1e9)
     assert checkpoint_size_gb(MISTRAL, Workload(load_dtype="bf16"), "ddp") == pytest.approx(6 * psi / 1e9)
     assert checkpoint_size_gb(MISTRAL, Workload(method="lora"), "ddp") < 1
+
+
+def test_missing_bandwidth_stays_valid_json():
+    import json
+
+    p = Placement(num_gpus_per_machine=2, gpu_name="NVIDIA H200", gpu_memory_gb=141, busbw_gbps=0)
+    e = estimate(MISTRAL, Workload(), p, "fsdp")
+    d = estimate_to_dict(e)
+    assert d["step_s"] is None and d["tokens_per_s_per_gpu"] == 0.0
+    assert any("bandwidth" in n for n in d["notes"])
+    json.loads(json.dumps(d, allow_nan=False))

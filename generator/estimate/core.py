@@ -81,6 +81,10 @@ def _notes(model: ModelSpec, workload: Workload, placement: Placement, strategy:
         notes.append("Accelerate's no_sync keeps unsharded bf16 grads during accumulation")
     if strategy in ("zero1", "zero2", "zero2_offload") and placement.num_gpus > 1:
         notes.append("DeepSpeed stage 1/2 does not overlap reductions by default (overlap_comm=false)")
+    if workload.mixed_precision != "bf16":
+        notes.append("only bf16 mixed precision is modelled: memory and time assume it")
+    if placement.num_gpus > 1 and not placement.busbw_gbps:
+        notes.append("no bus bandwidth given for these GPUs: communication time unknown")
     if not gpu_known(placement.gpu_name):
         notes.append(f"'{placement.gpu_name}' not in the GPU table: speed is a rough guess")
     return notes

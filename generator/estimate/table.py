@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from rich.table import Table
 
 from generator.estimate.types import Estimate
@@ -46,8 +48,9 @@ def render_estimates(estimates: list[Estimate], title: str, highlight: str | Non
     return table
 
 
-def _r(x: float, digits: int) -> float:
-    return round(float(x), digits)
+def _r(x: float, digits: int) -> float | None:
+    """Rounded, or None for inf/nan (e.g. a multi-GPU placement given no bandwidth): JSON has no Infinity."""
+    return round(float(x), digits) if math.isfinite(x) else None
 
 
 def estimate_to_dict(e: Estimate) -> dict:
