@@ -48,12 +48,18 @@ _ADAM_PASSES = 2
 @dataclass(frozen=True)
 class Timing:
     compute_s: float
+    """Matmul time of all micro-steps (recompute included)."""
     memory_s: float
+    """HBM-bound passes: optimizer update, autocast casts, collective copies."""
     cpu_s: float
+    """CPU optimizer time (offload)."""
     exposed_comm_s: float
+    """Collective time not hidden behind compute."""
     step_s: float
+    """Optimizer-step time: the sum of the above plus host copies."""
     tokens_per_s_per_gpu: float
     mfu: float
+    """Model FLOPs (6N + 12*L*h*s) per second over the dense bf16 peak."""
 
 
 def _update_bytes(model: ModelSpec, workload: Workload, placement: Placement, strategy: str) -> float:
