@@ -157,12 +157,18 @@ def model_states(model: ModelSpec, workload: Workload, placement: Placement, str
         every("master_weights_fp32", 4.0 * t / n)
         every("optimizer_states", opt * t / n)
         every("fp32_grad_partition", 4.0 * t / n, ("optimizer",))
+    # Stage 1/2: the optimizer's backward() allocates one contiguous-gradient buffer of reduce_bucket_size elements and
+    # frees it after the reduction (stage 1 reduces after backward, so it is still there at the step). Stage 3 keeps
+    # its reduce and all-gather buckets through forward and backward.
     if stage == 1:
         every("grads_bf16", 2.0 * t, grad_phases)
-        every("ds_buckets", 2.0 * DS_REDUCE_BUCKET_ELEMS, ("optimizer",))
+        every("ds_buckets", 2.0 * DS_REDUCE_BUCKET_ELEMS, ("backward_start", "backward_end", "optimizer"))
+    elif stage == 2:
+        every("grads_bf16", 0.0 if offload_opt else 2.0 * t / n, grad_phases)
+        every("ds_buckets", 2.0 * DS_REDUCE_BUCKET_ELEMS, ("backward_start", "backward_end"))
     else:
         every("grads_bf16", 0.0 if offload_opt else 2.0 * t / n, grad_phases)
-        every("ds_buckets", 2.0 * DS_REDUCE_BUCKET_ELEMS * (2 if stage == 3 else 1), _IN_STEP)
+        every("ds_buckets", 4.0 * DS_REDUCE_BUCKET_ELEMS, _IN_STEP)
     if stage == 3:
         every("zero3_live_params", ds_live_params_bytes(model), _IN_STEP)
     return terms
