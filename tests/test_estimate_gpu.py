@@ -33,8 +33,10 @@ def measure_phases(load_dtype: str, seq_len: int = 4096, checkpointing: bool = T
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     model.config.use_cache = False
     opt = torch.optim.AdamW(model.parameters(), lr=1e-5, fused=True)
-    model, opt = accelerator.prepare(model, opt)
-    ids = torch.randint(0, 32000, (1, seq_len), device=accelerator.device)
+    # DeepSpeed under Accelerate needs a dataloader in prepare() to size its batch; every strategy gets one.
+    data = torch.utils.data.DataLoader(torch.randint(0, 32000, (4, seq_len)), batch_size=1)
+    model, opt, data = accelerator.prepare(model, opt, data)
+    ids = next(iter(data)).to(accelerator.device)
     torch.cuda.synchronize()
     gb = 1e9
     out: dict = {"after_prepare": torch.cuda.memory_allocated() / gb}
@@ -50,7 +52,7 @@ def measure_phases(load_dtype: str, seq_len: int = 4096, checkpointing: bool = T
         out["backward_peak"] = torch.cuda.max_memory_allocated() / gb
         out["after_backward"] = torch.cuda.memory_allocated() / gb
         torch.cuda.reset_peak_memory_stats()
-        opt.step()
+        opt.step()  # under DeepSpeed the engine already stepped inside accelerator.backward
         opt.zero_grad(set_to_none=True)
         out["optimizer_peak"] = torch.cuda.max_memory_allocated() / gb
         out["reserved"] = torch.cuda.max_memory_reserved() / gb

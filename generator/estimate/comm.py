@@ -48,10 +48,19 @@ def _bandwidth(placement: Placement) -> float:
     return bw
 
 
-def _time(bus_bytes: float, gbps: float) -> float:
+# Placement bandwidths are all-reduce bus bandwidths; all-gather and reduce-scatter reach less of the link. Measured
+# on 2x H200 SXM (bench/results/probe-h200x2.json, bf16, NCCL 2.28): 282.7 and 274.7 vs 339.3 GB/s at 2 GB messages,
+# 268 and 263 vs 331 at 1 GB.
+GATHER_SCATTER_EFFICIENCY = 0.82
+
+
+def _time(bus_bytes: float, gbps: float, gather_scatter: bool = True) -> float:
+    """Seconds for `bus_bytes` of all-gather/reduce-scatter traffic (or all-reduce with gather_scatter=False)."""
     if bus_bytes <= 0:
         return 0.0
-    return bus_bytes / (gbps * 1e9) if gbps > 0 else float("inf")
+    if gbps <= 0:
+        return float("inf")
+    return bus_bytes / (gbps * 1e9 * (GATHER_SCATTER_EFFICIENCY if gather_scatter else 1.0))
 
 
 def communication(model: ModelSpec, workload: Workload, placement: Placement, strategy: str) -> Comm:
@@ -65,7 +74,8 @@ def communication(model: ModelSpec, workload: Workload, placement: Placement, st
     if strategy == "ddp":
         grad_bytes = load_bytes(workload) if workload.method == "full" else 4
         b = p * grad_bytes * 2 * ring
-        return Comm(b, _time(b, bw), _time(b, bw))
+        t = _time(b, bw, gather_scatter=False)
+        return Comm(b, t, t)
     if strategy in FSDP_GATHERS:
         gathers = FSDP_GATHERS[strategy]
         if strategy == "hsdp":
@@ -94,7 +104,7 @@ def _hsdp(p: float, k: int, placement: Placement, gathers: int) -> Comm:
     across = (2 * p / m) * 2 * _ring(replicas)
     inner_bw = placement.shard_busbw_gbps or placement.busbw_gbps
     across_bw = _bandwidth(placement)
-    t = _time(inner, inner_bw) + _time(across, across_bw)
+    t = _time(inner, inner_bw) + _time(across, across_bw, gather_scatter=False)
     return Comm(inner + across, t, _time(inner, inner_bw))
 
 

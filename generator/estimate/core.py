@@ -10,17 +10,19 @@ from generator.estimate.timing import step_timing
 from generator.estimate.types import METHODS, STRATEGIES, Estimate, Placement, Workload
 from generator.model.types import ModelSpec
 
-# max_memory_reserved / max_memory_allocated, by framework and (with, without) activation checkpointing.
+# max_memory_reserved / max_memory_allocated, by strategy family and (with, without) activation checkpointing.
 # Measured by tests/test_estimate_gpu.py on H200s (Mistral-7B, seq 4096 unless noted, micro-batch 1):
-#   single process: 1.017 (bf16 load), 1.038 (fp32 load); without checkpointing 1.110 (seq 2048)
+#   single process: 1.017 (bf16 load), 1.038 (fp32 load); without checkpointing 1.110 (seq 2048); DDP on 2: 1.023
 #   FSDP2 on 2 GPUs: 1.073; without checkpointing 1.234; without reshard after forward 1.285 (unsharded layers
 #   gathered in forward and freed one by one in backward leave holes)
-# DeepSpeed is predicted (not measured yet): DDP-like activations plus large flat buffers.
+#   DeepSpeed on 2 GPUs: ZeRO-1 and ZeRO-2 1.250 (the step's flat gradient copies), ZeRO-3 1.149
+# Values without checkpointing where not measured: the measured value + 0.08, the single-process increase (predicted).
 FRAGMENTATION = {
     "ddp": (0.03, 0.11),
     "fsdp": (0.075, 0.235),
-    "fsdp_grad_op": (0.285, 0.285),
-    "deepspeed": (0.06, 0.14),
+    "fsdp_grad_op": (0.285, 0.365),
+    "zero12": (0.25, 0.33),
+    "zero3": (0.15, 0.23),
 }
 # Outside the allocator entirely (max_memory_allocated never sees them), but they take GPU memory:
 CUDA_CONTEXT_GB = 0.6  # CUDA context + cuBLAS/cuDNN workspaces with lazy module loading (predicted)
@@ -31,6 +33,12 @@ def _framework(strategy: str) -> str:
     if strategy in DEEPSPEED:
         return "deepspeed"
     return "fsdp" if strategy in FSDP_FAMILY else "ddp"
+
+
+def _fragmentation_family(strategy: str) -> str:
+    if strategy in DEEPSPEED:
+        return "zero3" if strategy.startswith("zero3") else "zero12"
+    return strategy if strategy == "fsdp_grad_op" else ("fsdp" if strategy in FSDP_FAMILY else "ddp")
 
 
 def applicable(strategy: str, workload: Workload, placement: Placement) -> str | None:
@@ -96,7 +104,7 @@ def estimate(
     """Memory, communication and time of `strategy` for this model/workload/placement (all predicted)."""
     phase, breakdown = _memory(model, workload, placement, strategy)
     peak = sum(breakdown.values())
-    with_ckpt, without = FRAGMENTATION["fsdp_grad_op" if strategy == "fsdp_grad_op" else _framework(strategy)]
+    with_ckpt, without = FRAGMENTATION[_fragmentation_family(strategy)]
     reserved = peak * (1 + (with_ckpt if workload.grad_checkpointing else without))
     outside = CUDA_CONTEXT_GB + (NCCL_BUFFERS_GB if placement.num_gpus > 1 else 0.0)
     capacity = placement.gpu_memory_gb * (1 - headroom) - outside

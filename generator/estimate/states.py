@@ -25,6 +25,7 @@ PHASES = ("forward_end", "backward_start", "backward_end", "optimizer")
 DS_REDUCE_BUCKET_ELEMS = 5e8
 DS_PREFETCH_BUCKET_ELEMS = 5e7
 DS_MAX_LIVE_PARAMS = 1e9
+DS_SUB_GROUP_ELEMS = 1e9  # sub_group_size: ZeRO-3 optimizer steps this many elements at a time
 # bitsandbytes NF4 with double quantisation: 8-bit absmax per 64 weights + fp32 per 256 blocks = 0.127 bit/param.
 NF4_BYTES_PER_PARAM = 0.5 + 0.127 / 8
 # bitsandbytes 8-bit AdamW: one byte each for m and v (block-wise quantisation constants are negligible).
@@ -102,9 +103,9 @@ def _root_params(model: ModelSpec) -> int:
 
 
 def ds_live_params_bytes(model: ModelSpec) -> float:
-    """ZeRO-3 gathered bf16 params: the module in use + the prefetch bucket, capped by stage3_max_live_parameters."""
-    live = min(DS_MAX_LIVE_PARAMS, max(model.params_per_layer, model.largest_layer_params) + DS_PREFETCH_BUCKET_ELEMS)
-    return 2.0 * live
+    """ZeRO-3 gathered bf16 params in forward/backward: up to stage3_max_live_parameters plus the prefetch bucket
+    (2x H200 measurement: ~2.3 GB beyond states and activations after forward for Mistral-7B)."""
+    return 2.0 * (min(DS_MAX_LIVE_PARAMS, model.params_total) + DS_PREFETCH_BUCKET_ELEMS)
 
 
 def model_states(model: ModelSpec, workload: Workload, placement: Placement, strategy: str) -> dict[str, dict]:
@@ -148,28 +149,33 @@ def model_states(model: ModelSpec, workload: Workload, placement: Placement, str
         if accum:  # Accelerate's no_sync on FSDP2 keeps unsharded bf16 grads across micro-steps
             every("fsdp_accum_grads", 2.0 * t, _IN_STEP)
         return terms
-    # DeepSpeed
+    # DeepSpeed; the terms below reproduce ZeRO-1/2/3 on 2x H200 (tests/test_estimate_gpu.py).
     offload_opt = strategy.endswith("_offload")
     stage = int(strategy[4])
-    if full:
-        every("weights_bf16", 2.0 * t / (n if stage == 3 else 1) if strategy != "zero3_offload" else 0.0)
+    if full and strategy != "zero3_offload":
+        every("weights_bf16", 2.0 * t / (n if stage == 3 else 1))
     if not offload_opt:
         every("master_weights_fp32", 4.0 * t / n)
         every("optimizer_states", opt * t / n)
-        every("fp32_grad_partition", 4.0 * t / n, ("optimizer",))
-    # Stage 1/2: the optimizer's backward() allocates one contiguous-gradient buffer of reduce_bucket_size elements and
-    # frees it after the reduction (stage 1 reduces after backward, so it is still there at the step). Stage 3 keeps
-    # its reduce and all-gather buckets through forward and backward.
-    if stage == 1:
-        every("grads_bf16", 2.0 * t, grad_phases)
-        every("ds_buckets", 2.0 * DS_REDUCE_BUCKET_ELEMS, ("backward_start", "backward_end", "optimizer"))
-    elif stage == 2:
-        every("grads_bf16", 0.0 if offload_opt else 2.0 * t / n, grad_phases)
+    if stage in (1, 2):
+        # Backward: stage 1 holds full bf16 grads (reduced after backward), stage 2 its reduced partition; the
+        # optimizer's backward() allocates one contiguous-gradient buffer of reduce_bucket_size elements.
+        in_backward = tuple(ph for ph in grad_phases if ph != "optimizer")
+        every("grads_bf16", 0.0 if offload_opt else 2.0 * t / (1 if stage == 1 else n), in_backward)
         every("ds_buckets", 2.0 * DS_REDUCE_BUCKET_ELEMS, ("backward_start", "backward_end"))
+        if not offload_opt:
+            # step(): the bf16 partition, its flattened copy and that copy cast to fp32 are alive together; this is
+            # the measured peak of both stages (87.0 GB on 2 GPUs).
+            every("grads_bf16", 2.0 * t / n, ("optimizer",))
+            every("step_flat_grads", 2.0 * t / n, ("optimizer",))
+            every("fp32_grad_partition", 4.0 * t / n, ("optimizer",))
     else:
-        every("grads_bf16", 0.0 if offload_opt else 2.0 * t / n, grad_phases)
-        every("ds_buckets", 4.0 * DS_REDUCE_BUCKET_ELEMS, _IN_STEP)
-    if stage == 3:
+        # Stage 3 preallocates the bf16 grad partition and a reduce bucket (both seen right after prepare), gathers
+        # up to stage3_max_live_parameters in forward/backward, and steps one fp32 sub_group at a time.
+        if not offload_opt:
+            every("grads_bf16", 2.0 * t / n)
+            every("fp32_grad_partition", 4.0 * min(t / n, DS_SUB_GROUP_ELEMS), ("optimizer",))
+        every("ds_buckets", 2.0 * DS_REDUCE_BUCKET_ELEMS)
         every("zero3_live_params", ds_live_params_bytes(model), _IN_STEP)
     return terms
 

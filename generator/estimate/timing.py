@@ -38,6 +38,11 @@ OVERLAP_EFFICIENCY = {"ddp": 0.0, "sharded": 0.0}
 # foreach_all_gather / foreach_reduce design, not measured.
 GATHER_COPY_BYTES = 6.0
 REDUCE_COPY_BYTES = 4.0
+# DeepSpeed time beyond compute, HBM passes and its collectives, seconds per micro-step per billion parameters (hooks,
+# flatten/copy kernels, the un-overlapped reduction epilogue). Fitted to one measurement each on 2x H200 (Mistral-7B,
+# bf16 load, seq 4096, checkpointing; tests/test_estimate_gpu.py): ZeRO-1 0.747 s, ZeRO-2 0.744 s, ZeRO-3 1.269 s per
+# step against 0.665 / 0.665 / 0.721 s predicted without it. Scaling with parameter count is an assumption.
+DEEPSPEED_OVERHEAD_S_PER_BPARAM = {"zero12": 0.011, "zero3": 0.0757}
 # DeepSpeed CPU-Adam throughput per machine (parameters updated per second). Assumed from the ZeRO-Offload paper's
 # order of magnitude (Ren et al. 2021: CPU-Adam updates ~1e9 params in well under a second on one socket).
 CPU_ADAM_PARAMS_PER_S = 2e9
@@ -50,7 +55,7 @@ class Timing:
     compute_s: float
     """Matmul time of all micro-steps (recompute included)."""
     memory_s: float
-    """HBM-bound passes: optimizer update, autocast casts, collective copies."""
+    """HBM-bound passes (optimizer update, autocast casts, collective copies) and DeepSpeed's fitted overhead."""
     cpu_s: float
     """CPU optimizer time (offload)."""
     exposed_comm_s: float
@@ -106,6 +111,9 @@ def step_timing(model: ModelSpec, workload: Workload, placement: Placement, stra
     moved += _collective_copy_bytes(model, workload, strategy)
     memory = moved / (rates.hbm_tbps * 1e12 * HBM_EFFICIENCY)
     cpu = 0.0
+    if strategy.startswith("zero"):
+        family = "zero3" if strategy.startswith("zero3") else "zero12"
+        memory += DEEPSPEED_OVERHEAD_S_PER_BPARAM[family] * workload.grad_accum * model.params_total / 1e9
     if strategy.endswith("_offload"):
         cpu = trainable_params(model, workload) / (placement.num_machines * CPU_ADAM_PARAMS_PER_S)
     # DDP buckets fire during backward (2/3 of a step, 3/4 with recompute); sharded gathers span the whole step.
