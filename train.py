@@ -326,25 +326,33 @@ def encode_chat(tok, messages: list[dict]) -> tuple[list[int], list[int]]:
 
 
 def load_rows(name: str):
-    import datasets
-
-    datasets.disable_progress_bars()
+    """A `datasets.Dataset`, or for a local .jsonl/.json file without `datasets` installed, a list of dicts."""
     path = Path(name)
+    kind = {".jsonl": "json", ".json": "json", ".parquet": "parquet"}.get(path.suffix)
+    if path.is_file() and kind is None:
+        raise UserError(f"dataset file {name!r} must end in .jsonl, .json or .parquet")
+    try:
+        import datasets
+    except ImportError:
+        if not (path.is_file() and kind == "json"):
+            raise UserError(f"--dataset {name!r} needs the datasets package: pip install datasets") from None
+        text = path.read_text(encoding="utf-8")
+        try:
+            return json.loads(text) if path.suffix == ".json" else [json.loads(x) for x in text.splitlines() if x]
+        except json.JSONDecodeError as exc:
+            raise UserError(f"cannot load dataset {name!r}: {exc}") from None
+    datasets.disable_progress_bars()
     try:
         if path.is_file():
-            kind = {".jsonl": "json", ".json": "json", ".parquet": "parquet"}.get(path.suffix)
-            if kind is None:
-                raise UserError(f"dataset file {name!r} must end in .jsonl, .json or .parquet")
             return datasets.load_dataset(kind, data_files=str(path), split="train")
         return datasets.load_dataset(name, split="train")
-    except UserError:
-        raise
     except Exception as exc:  # datasets raises many types (FileNotFoundError, DatasetNotFoundError, ...)
         raise UserError(f"cannot load dataset {name!r}: {_first_line(exc)}") from None
 
 
 def tokenize_rows(rows, tok, seq_len: int) -> tuple[list[list[int]], list[list[int]], str]:
-    kind, cols = detect_format(list(rows.column_names))
+    columns = rows.column_names if hasattr(rows, "column_names") else (list(rows[0]) if rows else [])
+    kind, cols = detect_format(list(columns))
     all_ids, all_labels = [], []
     for n, row in enumerate(rows):
         try:
@@ -441,7 +449,7 @@ def load_config_and_tokenizer(args):
     return config, tok
 
 
-def load_model(args, config, use_cuda: bool):
+def load_model(args, config, use_cuda: bool, init_device: str = "cpu"):
     import torch
     from transformers import AutoModelForCausalLM
 
@@ -461,11 +469,14 @@ def load_model(args, config, use_cuda: bool):
             bnb_4bit_compute_dtype=torch.bfloat16,
             bnb_4bit_quant_storage=torch.bfloat16,  # shardable by FSDP/ZeRO-3
         )
+        if init_device != "cpu":  # DDP: each rank quantises onto its own GPU
+            kwargs["device_map"] = {"": init_device}
     try:
         if args.init == "random":
             if args.method == "qlora":
                 raise UserError("--init random cannot be combined with --method qlora (nothing to quantise)")
-            model = AutoModelForCausalLM.from_config(config, **kwargs)
+            with torch.device(init_device):  # random init straight on the GPU: minutes faster than CPU for 7B
+                model = AutoModelForCausalLM.from_config(config, **kwargs)
         else:
             model = AutoModelForCausalLM.from_pretrained(args.model, config=config, **kwargs)
     except UserError:
@@ -696,7 +707,9 @@ def train(args: argparse.Namespace) -> int:
     blocks = pack_blocks(ids, labels, args.seq_len, tok.pad_token_id, args.pack)
     set_seed(args.seed)  # identical random init on every rank
     fsdp_ac = is_fsdp and bool(accelerator.state.fsdp_plugin.activation_checkpointing)
-    model = load_model(args, config, use_cuda)
+    # ZeRO-3 partitions at construction (zero.Init) and FSDP's efficient loading wants host memory; else build on GPU.
+    on_gpu = use_cuda and not is_ds and not (is_fsdp and accelerator.state.fsdp_plugin.cpu_ram_efficient_loading)
+    model = load_model(args, config, use_cuda, str(accelerator.device) if on_gpu else "cpu")
     if args.liger:
         try:
             from liger_kernel.transformers import _apply_liger_kernel_to_instance

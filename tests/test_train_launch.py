@@ -91,7 +91,7 @@ def events(out: Path, name: str) -> list[dict]:
     return [r for r in records(out) if r.get("event") == name]
 
 
-def wait_for(predicate, proc: subprocess.Popen, timeout: float = 180) -> None:
+def wait_for(predicate, proc: subprocess.Popen, timeout: float = 400) -> None:
     deadline = time.time() + timeout
     while not predicate():
         if proc.poll() is not None:
@@ -225,8 +225,10 @@ def test_torchrun_elastic_restart_reaches_the_same_loss(baseline_ddp2, work):
     out = work / "elastic"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", "--max_restarts",
            "1", "train.py", *train_args(work, out, "--resume")]  # fmt: skip
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env(TRAIN_TEST_STEP_DELAY="0.3"), stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    # torchrun's shared rendezvous store keeps round 1's gloo peer addresses; a restarted rank can read a dead peer's
+    # address before the new one overwrites it ("Connection refused"). A fresh store per round avoids that race.
+    run_env = env(TRAIN_TEST_STEP_DELAY="0.3", TORCH_DISABLE_SHARE_RDZV_TCP_STORE="1")
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=run_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     wait_for(lambda: (out / "step-00000004").is_dir() and logged_step(out) >= 5, proc)
     victim = [w for w in train_workers(proc.pid) if w.environ().get("LOCAL_RANK") == "1"]
     assert len(victim) == 1
