@@ -113,7 +113,9 @@ def step_timing(model: ModelSpec, workload: Workload, placement: Placement, stra
     cpu = 0.0
     if strategy.startswith("zero"):
         family = "zero3" if strategy.startswith("zero3") else "zero12"
-        memory += DEEPSPEED_OVERHEAD_S_PER_BPARAM[family] * workload.grad_accum * model.params_total / 1e9
+        # ZeRO-1 reduces once per optimizer step; ZeRO-2/3 hook every micro-step's backward.
+        times = 1 if strategy == "zero1" else workload.grad_accum
+        memory += DEEPSPEED_OVERHEAD_S_PER_BPARAM[family] * times * model.params_total / 1e9
     if strategy.endswith("_offload"):
         cpu = trainable_params(model, workload) / (placement.num_machines * CPU_ADAM_PARAMS_PER_S)
     # DDP buckets fire during backward (2/3 of a step, 3/4 with recompute); sharded gathers span the whole step.
