@@ -124,3 +124,11 @@ def test_planning_path_imports_no_torch():
         "assert not bad, bad\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_every_preset_names_a_hub_id_that_resolves_back_to_it():
+    from generator.model.presets import HUB_IDS, PRESET_HUB_IDS
+
+    assert set(PRESET_HUB_IDS) == set(PRESETS)
+    for preset, hub_id in PRESET_HUB_IDS.items():
+        assert HUB_IDS[hub_id.lower()] == preset

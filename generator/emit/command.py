@@ -5,6 +5,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Mapping, Sequence
 
+from generator.model.presets import PRESET_HUB_IDS
 from generator.plan.types import Plan
 
 TRAIN_SCRIPT = "train.py"
@@ -15,7 +16,7 @@ def train_args(plan: Plan) -> list[str]:
     fsdp_activation_checkpointing does the work and train.py skips HF gradient checkpointing (no double wrapping)."""
     w = plan.workload
     args = [
-        "--model", plan.model.name,
+        "--model", PRESET_HUB_IDS.get(plan.model.name, plan.model.name),
         "--seq-len", str(w.seq_len),
         "--micro-batch", str(w.micro_batch),
         "--global-batch", str(plan.global_batch),

@@ -28,6 +28,17 @@ HUB_IDS = {
     "mistralai/mixtral-8x7b-instruct-v0.1": "mixtral-8x7b",
 }
 
+# The hub id each preset stands for, spelled as on the hub: what train.py is given when a plan names a preset.
+PRESET_HUB_IDS = {
+    "mistral-7b": "mistralai/Mistral-7B-v0.1",
+    "llama-3-8b": "meta-llama/Meta-Llama-3-8B",
+    "llama-2-7b": "meta-llama/Llama-2-7b-hf",
+    "llama-2-13b": "meta-llama/Llama-2-13b-hf",
+    "llama-3-70b": "meta-llama/Meta-Llama-3-70B",
+    "qwen2.5-7b": "Qwen/Qwen2.5-7B",
+    "mixtral-8x7b": "mistralai/Mixtral-8x7B-v0.1",
+}
+
 
 @cache
 def _read(name: str) -> str:
