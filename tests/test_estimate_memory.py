@@ -1,5 +1,8 @@
 """Memory model: measured calibration points, ZeRO-paper model states, framework accounting, monotonicity."""
 
+import json
+from pathlib import Path
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -32,22 +35,17 @@ def test_calibration_one_h200(load_dtype, measured_gb):
     assert ("autocast_weight_copies" in e.breakdown) == (load_dtype == "fp32")
 
 
-# Measured 2026-11-30 with tests/test_estimate_gpu.py on the nvidia-h200 / nvidia-h200-x2 devices (torch 2.11,
-# transformers 5.17, accelerate 1.15): Mistral-7B random init loaded in bf16 or fp32, Accelerate mixed_precision bf16,
-# fused AdamW, SDPA, micro-batch 1. GB allocated: peak while computing forward + loss, peak during backward; and
-# max_memory_reserved. Key: (strategy, GPUs, load dtype, seq, checkpointing).
+# Measured 2026-11-30 with tests/test_estimate_gpu.py on the nvidia-h200 / nvidia-h200-x2 devices; the numbers and
+# their provenance live in bench/results/ (also read by bench/report.py). GB allocated: peak while computing forward
+# + loss, peak during backward; and max_memory_reserved. Key: (strategy, GPUs, load dtype, seq, checkpointing).
+PHASES_FILE = Path(__file__).resolve().parent.parent / "bench" / "results" / "h200-memory-phases-2026-11-30.json"
 MEASURED_PHASES = {
-    ("ddp", 1, "bf16", 4096, True): {"forward": 46.06, "backward": 58.65, "reserved": 59.66},
-    ("ddp", 1, "fp32", 4096, True): {"forward": 104.90, "backward": 116.49, "reserved": 120.93},
-    ("ddp", 1, "bf16", 2048, False): {"forward": 57.41, "backward": 58.02, "reserved": 64.43},
-    ("ddp", 2, "bf16", 4096, True): {"forward": 60.54, "backward": 73.13, "reserved": 74.79},
-    ("fsdp", 2, "bf16", 4096, True): {"forward": 46.58, "backward": 59.78, "reserved": 64.17},
-    # DeepSpeed 0.19.8: Accelerate runs the engine's step inside backward(), so "backward" includes the step.
-    ("zero1", 2, "bf16", 4096, True): {"forward": 60.54, "backward": 87.00, "reserved": 108.78},
-    ("zero2", 2, "bf16", 4096, True): {"forward": 60.54, "backward": 87.00, "reserved": 108.78},
-    ("zero3", 2, "bf16", 4096, True): {"forward": 63.55, "backward": 65.11, "reserved": 74.83},
-    ("fsdp", 2, "bf16", 4096, False): {"forward": 74.50, "backward": 74.50, "reserved": 91.93},
-    ("fsdp_grad_op", 2, "bf16", 4096, True): {"forward": 60.80, "backward": 60.80, "reserved": 78.10},
+    (r["strategy"], r["gpus"], r["load_dtype"], r["seq_len"], r["ckpt"]): {
+        "forward": r["forward_gb"],
+        "backward": r["backward_gb"],
+        "reserved": r["reserved_gb"],
+    }
+    for r in json.loads(PHASES_FILE.read_text())["rows"]
 }
 
 
