@@ -19,9 +19,10 @@ STRATEGY_CHOICES = (
 def register(subparsers, verb: str, help_text: str) -> argparse.ArgumentParser:
     from generator.plan.fabrics import FABRICS
     from generator.topology import add_topology_args
+    from generator.trial.command import add_trial_args
 
     p = subparsers.add_parser(verb, help=help_text, description=help_text)
-    p.add_argument("--model", required=True, help="Preset (mistral-7b, llama-3-8b, ...), hub id or local directory.")
+    p.add_argument("--model", help="Required. Preset (mistral-7b, llama-3-8b, ...), hub id or local directory.")
     add_topology_args(p)
     w = p.add_argument_group("workload")
     w.add_argument("--method", choices=("full", "lora", "qlora"), default="full", help="Fine-tuning method.")
@@ -54,6 +55,7 @@ def register(subparsers, verb: str, help_text: str) -> argparse.ArgumentParser:
     o.add_argument("--output", help="Write the Accelerate config here (plus a DeepSpeed JSON beside it if needed).")
     o.add_argument("--force", action="store_true", help="Overwrite --output; write a forced strategy that won't fit.")
     o.add_argument("--json", action="store_true", help="Print one JSON object instead of the table.")
+    add_trial_args(p)
     return p
 
 
@@ -98,9 +100,14 @@ def _exclude(value) -> tuple[int, ...]:
 
 def run(args) -> int:
     from generator.fileio import check_writable
+    from generator.trial import command as trial
 
-    if args.output:  # fail before any work
-        check_writable(args.output, args.force)
+    if args.reset_calibration:
+        return trial.reset(args)
+    if not args.model:
+        raise UserError("--model is required (a preset such as mistral-7b, a hub id or a local directory)")
+    if args.output or args.trial:  # fail before any work
+        check_writable(args.output or DEFAULT_CONFIG, args.force)
     bandwidth = None
     if args.bandwidth_file:
         from generator.plan.bandwidth_file import load_bandwidth_file
@@ -108,11 +115,16 @@ def run(args) -> int:
         bandwidth = load_bandwidth_file(args.bandwidth_file)
     from generator.emit import render, write
     from generator.model import load_model
+    from generator.plan.engines import default_engines
     from generator.plan.planner import make_plan
     from generator.topology import topology_from_args
 
     topology = topology_from_args(args)
-    plan = make_plan(topology, load_model(args.model), request_from_args(args), bandwidth=bandwidth)
+    model, request = load_model(args.model), request_from_args(args)
+    if args.trial:
+        return trial.run_trial(args, topology, model, request, bandwidth, args.output or DEFAULT_CONFIG)
+    engines = trial.calibrated(args, default_engines())
+    plan = make_plan(topology, model, request, bandwidth=bandwidth, engines=engines)
     emitted = render(plan, args.output or DEFAULT_CONFIG)
     written = None
     if args.output and not (plan.forced and not args.force):

@@ -37,9 +37,9 @@ class Emitted:
     """Which of `files` is the Accelerate YAML (written last, so it never points at a missing JSON)."""
 
 
-def render(plan: Plan, config_path: str, train_args: Sequence[str] = ()) -> Emitted:
+def render(plan: Plan, config_path: str, train_args: Sequence[str] = (), notes: Sequence[str] = ()) -> Emitted:
     """Files and command for `plan`. `train_args` are extra train.py flags appended after the plan's own
-    (e.g. --dataset, --max-steps, --output-dir)."""
+    (e.g. --dataset, --max-steps, --output-dir). `notes`: extra header lines (the measured trial section)."""
     check_plan(plan)
     args = _command.train_args(plan) + list(train_args)
     env = nccl_env(plan)
@@ -47,7 +47,7 @@ def render(plan: Plan, config_path: str, train_args: Sequence[str] = ()) -> Emit
     json_path = ds_json_path(config_path) if hpz else None
     cfg = accelerate_dict(plan, json_path)
     command = launch_command(plan, config_path, args, env)
-    lines = header_lines(plan, command, json_path, env, hpz)
+    lines = header_lines(plan, command, json_path, env, hpz, notes)
     files = {config_path: yaml_header(lines) + dump_yaml(cfg)}
     if json_path and hpz:
         files[json_path] = dump_json(deepspeed_dict(plan, hpz, lines))

@@ -5,6 +5,7 @@ and how to launch it. Deterministic (no timestamps, no absolute paths) so regene
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Sequence
 
 from generator import __version__
 from generator.plan.types import Plan
@@ -37,9 +38,15 @@ def clean(text: str) -> str:
 
 
 def header_lines(
-    plan: Plan, command: str, ds_json: str | None, env: dict[str, str], hpz: int | None = None
+    plan: Plan,
+    command: str,
+    ds_json: str | None,
+    env: dict[str, str],
+    hpz: int | None = None,
+    notes: Sequence[str] = (),
 ) -> list[str]:
-    """The header as plain lines (no comment markers): YAML prefixes them with '# ', the DS JSON stores them."""
+    """The header as plain lines (no comment markers): YAML prefixes them with '# ', the DS JSON stores them.
+    `notes` (e.g. `plan --trial`'s measured section) go after the warnings; none leaves the header unchanged."""
     w, e = plan.workload, plan.estimate
     ids = ",".join(str(i) for i in plan.gpu_ids)
     per = "on each machine " if plan.num_machines > 1 else ""
@@ -94,6 +101,7 @@ def header_lines(
     lines += ["Why:"] + [f"  - {r}" for r in plan.reasons]
     if plan.warnings:
         lines += ["Warnings:"] + [f"  - {r}" for r in plan.warnings]
+    lines += list(notes)
     out = [wrapped for line in lines for wrapped in _wrap(clean(line))]
     return out + ["Launch (from the directory the config path is relative to):", "  " + clean(command)]
 

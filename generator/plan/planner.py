@@ -100,6 +100,42 @@ def make_plan(
     return build_plan(topology, model, request, chosen, forced, why, warnings)
 
 
+def ranked_candidates(
+    topology: Topology,
+    model: ModelSpec,
+    request: PlanRequest,
+    bandwidth: MeasuredBandwidth | None = None,
+    engines: Engines | None = None,
+    top: int = 3,
+) -> list[Plan]:
+    """The `top` best predicted configurations that fit, as Plans: make_plan's choice first, then the other fitting
+    (GPU choice, batch, strategy) rows by predicted total throughput. What `plan --trial` runs for real."""
+    engines = engines or default_engines()
+    first = make_plan(topology, model, request, bandwidth, engines)  # validates and raises the usual UserErrors
+    inter, inter_reason, inter_warning = inter_node_gbps(
+        request.inter_node_gbps, topology.inter_node_gbps, request.fabric, request.num_machines
+    )
+    choices = gpu_choices(topology, request, engines, bandwidth)
+    options, _ = evaluate(topology, model, request, choices, inter, engines)
+    rows = [Row(o, e) for o in options for e in o.estimates if e.strategy in allowed_strategies(request)]
+    fitting = [r for r in rows if r.estimate.fits]
+    plans = [first]
+    for row in sorted(fitting, key=lambda r: -r.total_tps):
+        if len(plans) >= top:
+            break
+        why = reasons.explain(request, row, fitting, rows, inter_reason, GPU_COUNT_TOLERANCE)
+        warnings = plan_warnings(topology, model, request, row, False, inter_warning)
+        candidate = build_plan(topology, model, request, row, False, why, warnings)
+        if all(_key(candidate) != _key(p) for p in plans):
+            plans.append(candidate)
+    return plans[:top]
+
+
+def _key(plan: Plan) -> tuple:
+    w = plan.workload
+    return (plan.strategy, plan.gpu_ids, w.micro_batch, w.grad_accum, w.grad_checkpointing)
+
+
 def plan_warnings(topology, model, request, chosen: Row, forced: bool, inter_warning: str | None) -> list[str]:
     warnings = [*topology.warnings, *([inter_warning] if inter_warning else [])]
     if forced:
