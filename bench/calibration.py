@@ -1,0 +1,170 @@
+"""Measured rows from bench/results/*.json beside what the current estimator predicts for the same settings.
+
+Four kinds of results file are understood, told apart by their keys:
+- matrix (`cells`): written by bench/run_matrix.py, one cell per (GPUs, strategy, method, seq, micro-batch, ckpt);
+- memory phases (`rows` with `forward_gb`): tests/test_estimate_gpu.py measurements;
+- step times (`rows` with `step_s`, or the topo README file's `step_times`);
+- probe (`subsets`): `python -m generator probe` bandwidth, which also supplies the busbw the predictions use.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+from generator.estimate import Estimate, Placement, Workload, estimate
+from generator.model import load_model
+
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+GPU_NAME = "NVIDIA H200"
+GPU_MEMORY_GB = 150.75
+"""What NVML reports for an H200 (143,771 MiB), as the planner's Placement carries it."""
+MODEL = "mistral-7b"
+
+
+@dataclass(frozen=True)
+class Row:
+    """One measured configuration."""
+
+    source: str
+    """Results file name."""
+    machine: str
+    strategy: str
+    method: str
+    gpus: int
+    seq_len: int
+    micro_batch: int
+    ckpt: bool
+    load_dtype: str
+    liger: bool = False
+    grad_accum: int = 1
+    status: str = "ok"
+    """ok | oom | error (matrix cells); other files hold only runs that finished."""
+    alloc_gb: float | None = None
+    """Measured peak torch.cuda.max_memory_allocated, worst rank, decimal GB."""
+    reserved_gb: float | None = None
+    """Measured peak torch.cuda.max_memory_reserved, worst rank."""
+    tps: float | None = None
+    """Measured tokens/s per GPU."""
+    from_matrix: bool = False
+    """Written by bench/run_matrix.py (every strategy under one harness, so they can be ranked)."""
+
+    @property
+    def label(self) -> str:
+        extra = (" lora" if self.method == "lora" else "") + (" liger" if self.liger else "")
+        ckpt = "ckpt" if self.ckpt else "no-ckpt"
+        return f"{self.gpus}x {self.strategy}{extra} {self.load_dtype} s{self.seq_len} mb{self.micro_batch} {ckpt}"
+
+    @property
+    def workload(self) -> Workload:
+        return Workload(
+            method=self.method,
+            seq_len=self.seq_len,
+            micro_batch=self.micro_batch,
+            grad_accum=self.grad_accum,
+            grad_checkpointing=self.ckpt,
+            load_dtype=self.load_dtype,
+            liger=self.liger,
+        )
+
+
+def load_files(results_dir: Path = RESULTS_DIR) -> dict[str, dict]:
+    return {p.name: json.loads(p.read_text()) for p in sorted(results_dir.glob("*.json"))}
+
+
+def _matrix_rows(name: str, data: dict) -> list[Row]:
+    rows = []
+    for key in sorted(data["cells"]):
+        c = data["cells"][key]
+        m, cmd = c.get("measured") or {}, shlex.split(c.get("command", ""))
+        load = cmd[cmd.index("--load-dtype") + 1] if "--load-dtype" in cmd else "fp32"  # train.py's default
+        rows.append(
+            Row(
+                source=name,
+                machine=data.get("machine", name),
+                strategy=c["strategy"],
+                method=c["method"],
+                gpus=c["gpus"],
+                seq_len=c["seq_len"],
+                micro_batch=c["micro_batch"],
+                ckpt=c["ckpt"],
+                load_dtype=load,
+                liger="--liger" in cmd,
+                grad_accum=(c.get("config") or {}).get("gradient_accumulation_steps", 1),
+                status=c.get("status", "error"),
+                alloc_gb=m.get("peak_allocated_gb") if c.get("status") == "ok" else None,
+                reserved_gb=m.get("peak_reserved_gb") if c.get("status") == "ok" else None,
+                tps=m.get("tokens_per_s_per_gpu") if c.get("status") == "ok" else None,
+                from_matrix=True,
+            )
+        )
+    return rows
+
+
+def _plain_row(name: str, machine: str, r: dict, **measured) -> Row:
+    return Row(
+        source=name,
+        machine=r.get("machine", machine),
+        strategy=r["strategy"],
+        method=r.get("method", "full"),
+        gpus=r["gpus"],
+        seq_len=r["seq_len"],
+        micro_batch=r["micro_batch"],
+        ckpt=r["ckpt"],
+        load_dtype=r["load_dtype"],
+        liger=r.get("liger", False),
+        **measured,
+    )
+
+
+def _step_rows(name: str, machine: str, rows: list[dict]) -> list[Row]:
+    # Only the time: where these files also quote a peak, it is the same run as a memory-phases row.
+    return [_plain_row(name, machine, r, tps=r["seq_len"] * r["micro_batch"] / r["step_s"]) for r in rows]
+
+
+def load_rows(files: dict[str, dict]) -> list[Row]:
+    rows: list[Row] = []
+    for name, data in files.items():
+        machine = str(data.get("machine", name)).split(":")[0]
+        if "cells" in data:
+            rows += _matrix_rows(name, data)
+        elif "step_times" in data:
+            rows += _step_rows(name, machine, data["step_times"]["rows"])
+        elif data.get("rows") and "forward_gb" in data["rows"][0]:
+            for r in data["rows"]:
+                peak = max(r["forward_gb"], r["backward_gb"])
+                rows.append(_plain_row(name, machine, r, alloc_gb=peak, reserved_gb=r["reserved_gb"]))
+        elif data.get("rows") and "step_s" in data["rows"][0]:
+            rows += _step_rows(name, machine, data["rows"])
+    return rows
+
+
+def measured_busbw(files: dict[str, dict]) -> dict[int, float]:
+    """GPU count -> best measured all-reduce busbw (GB/s, largest message) over every probe file's subsets."""
+    best: dict[int, float] = {}
+    for data in files.values():
+        for key, value in (data.get("subsets") or {}).items():
+            gbps = value.get("all_reduce") if isinstance(value, dict) else value
+            n = len(key.split(","))
+            best[n] = max(best.get(n, 0.0), float(gbps))
+    return best
+
+
+def placement(gpus: int, busbw: dict[int, float]) -> Placement:
+    """What the planner hands the estimator for `gpus` H200s of the measured machine (one GPU: no bus, busbw 0)."""
+    return Placement(
+        num_gpus_per_machine=gpus,
+        gpu_name=GPU_NAME,
+        gpu_memory_gb=GPU_MEMORY_GB,
+        busbw_gbps=busbw.get(gpus, 0.0) if gpus > 1 else 0.0,
+    )
+
+
+def predict(row: Row, busbw: dict[int, float]) -> Estimate:
+    return estimate(load_model(MODEL), row.workload, placement(row.gpus, busbw), row.strategy)
+
+
+def error_pct(predicted: float, measured: float) -> float:
+    return 100.0 * (predicted - measured) / measured

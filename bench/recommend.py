@@ -1,0 +1,71 @@
+"""The planner's pick for each measured machine and workload, against the fastest measured configuration that fit."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bench.calibration import MODEL, Row
+from generator.errors import UserError
+from generator.model import load_model
+from generator.plan.planner import make_plan
+from generator.plan.types import PlanRequest
+from generator.topology import load_machine
+
+REFERENCE_MACHINE = "h200-sxm-2"
+"""The bundled reference of the lent 2x H200 SXM NVSwitch machine (its captures are in shared/topo/)."""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    group: str
+    """machine / GPUs / method / seq / micro-batch."""
+    recommended: str
+    """Strategy and checkpointing the planner picks, or why it picks nothing."""
+    fastest: str
+    """Fastest measured cell that ran (did not run out of memory), or '-'."""
+    fastest_tps: float | None
+    recommended_tps: float | None
+    """Measured tokens/s of the recommended cell; None when it was not measured or did not run."""
+    regret_pct: float | None
+
+
+def _cell(strategy: str, ckpt: bool) -> str:
+    return f"{strategy} {'ckpt' if ckpt else 'no-ckpt'}"
+
+
+def planner_pick(gpus: int, method: str, seq: int, mb: int, load: str, busbw: dict[int, float]) -> tuple[str, bool]:
+    request = PlanRequest(
+        method=method, seq_len=seq, micro_batch=mb, global_batch=mb * gpus, num_gpus=gpus, load_dtype=load
+    )
+    bandwidth = {frozenset(range(gpus)): busbw[gpus]} if gpus in busbw else None
+    plan = make_plan(load_machine(REFERENCE_MACHINE), load_model(MODEL), request, bandwidth=bandwidth)
+    return plan.strategy, plan.workload.grad_checkpointing
+
+
+def verdicts(rows: list[Row], busbw: dict[int, float]) -> list[Verdict]:
+    """One per (matrix file, GPUs, method, seq, micro-batch, load dtype) group of matrix cells."""
+    groups: dict[tuple, list[Row]] = {}
+    for r in (r for r in rows if r.from_matrix):
+        groups.setdefault((r.source, r.gpus, r.method, r.seq_len, r.micro_batch, r.load_dtype), []).append(r)
+    out = []
+    for (source, gpus, method, seq, mb, load), cells in sorted(groups.items()):
+        name = f"{source.removesuffix('.json')} {gpus} GPU {method} s{seq} mb{mb} {load}"
+        ran = [c for c in cells if c.status == "ok" and c.tps]
+        best = max(ran, key=lambda c: (c.tps, c.strategy, c.ckpt), default=None)
+        try:
+            strategy, ckpt = planner_pick(gpus, method, seq, mb, load, busbw)
+        except UserError as exc:
+            out.append(
+                Verdict(name, f"none ({exc})", _cell(best.strategy, best.ckpt) if best else "-", None, None, None)
+            )
+            continue
+        mine = next((c for c in cells if c.strategy == strategy and c.ckpt == ckpt), None)
+        tps = mine.tps if mine and mine.status == "ok" else None
+        regret = 100.0 * (1 - tps / best.tps) if best and tps else None
+        rec = (
+            _cell(strategy, ckpt)
+            + ("" if mine else " (not measured)")
+            + (f" ({mine.status})" if mine and not tps else "")
+        )
+        out.append(Verdict(name, rec, _cell(best.strategy, best.ckpt) if best else "-", best and best.tps, tps, regret))
+    return out

@@ -1,0 +1,83 @@
+"""Calibration gate: the current estimator against the committed measurements in bench/results/, and bench/REPORT.md
+kept in step with them. A change to the memory model that breaks calibration fails here."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from bench import report
+from bench.calibration import RESULTS_DIR, error_pct, load_files, load_rows, measured_busbw, predict
+from bench.targets import ALLOC_TOL, RESERVED_TOL
+
+FILES = load_files()
+BUSBW = measured_busbw(FILES)
+MEMORY_ROWS = [r for r in load_rows(FILES) if r.alloc_gb is not None]
+
+
+def test_committed_results_hold_the_measured_memory_points():
+    assert len(MEMORY_ROWS) >= 10
+    assert BUSBW[2] == pytest.approx(339.292)  # probe-h200x2.json, all-reduce at 2 GB
+
+
+@pytest.mark.parametrize("row", MEMORY_ROWS, ids=lambda r: f"{r.label} [{r.source}]")
+def test_memory_target(row):
+    e = predict(row, BUSBW)
+    assert abs(error_pct(e.peak_gb, row.alloc_gb)) <= ALLOC_TOL, f"predicted {e.peak_gb:.2f} GB"
+    if row.reserved_gb is not None:
+        assert abs(error_pct(e.reserved_gb, row.reserved_gb)) <= RESERVED_TOL, f"predicted {e.reserved_gb:.2f} GB"
+
+
+def test_report_is_up_to_date():
+    assert report.main(["--check"]) == 0, "run: python bench/report.py"
+
+
+def test_check_fails_on_a_stale_report(tmp_path, monkeypatch):
+    stale = tmp_path / "REPORT.md"
+    stale.write_text(report.REPORT.read_text().replace("met", "missed", 1))
+    monkeypatch.setattr(report, "REPORT", stale)
+    assert report.main(["--check"]) == 1
+
+
+def test_plots_are_committed_and_embedded():
+    text = report.REPORT.read_text()
+    for name in report.PLOTS.values():
+        png = report.BENCH / name
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert f"]({name})" in text
+
+
+def _cell(strategy: str, ckpt: bool, status: str, tps: float | None, alloc: float | None) -> dict:
+    """A matrix cell as bench/run_matrix.py writes it (values made up for this test, not measured)."""
+    measured = {"tokens_per_s_per_gpu": tps, "peak_allocated_gb": alloc, "peak_reserved_gb": alloc and alloc * 1.1}
+    return {
+        "gpus": 2,
+        "strategy": strategy,
+        "method": "full",
+        "seq_len": 4096,
+        "micro_batch": 1,
+        "ckpt": ckpt,
+        "status": status,
+        "measured": measured if status == "ok" else {},
+        "config": {"gradient_accumulation_steps": 1},
+        "command": "python -m accelerate.commands.launch train.py --init random",
+    }
+
+
+def test_matrix_results_are_ranked_against_the_planner(tmp_path):
+    shutil.copy(RESULTS_DIR / "probe-h200x2.json", tmp_path)
+    cells = {
+        "a": _cell("fsdp_grad_op", False, "ok", 6000.0, 80.0),  # the planner's pick for this workload (fp32 load)
+        "b": _cell("fsdp", False, "ok", 6300.0, 70.0),
+        "c": _cell("ddp", True, "oom", None, None),
+    }
+    matrix = {"machine": "h200-x2", "versions": {}, "cells": cells}
+    (tmp_path / "h200-x2-2099-01-01.json").write_text(json.dumps(matrix))
+    text, plots = report.build(load_files(tmp_path))
+    line = next(ln for ln in text.splitlines() if ln.startswith("| h200-x2-2099-01-01 2 GPU full s4096 mb1 fp32"))
+    assert "fsdp_grad_op no-ckpt" in line and "fsdp no-ckpt" in line and "+4.8%" in line
+    assert "| recommendation within 3% of the fastest that fits | 1 | missed |" in text
+    assert "| 2x ddp fp32 s4096 mb1 ckpt | h200-x2-2099-01-01.json | oom |" in text
+    assert len(plots["throughput"]) == 2 and len(plots["memory"]) == 2
