@@ -27,6 +27,8 @@ class Verdict:
     recommended_tps: float | None
     """Measured tokens/s of the recommended cell; None when it was not measured or did not run."""
     regret_pct: float | None
+    status: str = "ok"
+    """The recommended cell's status: ok | oom | error | not measured | no pick."""
 
 
 def _cell(strategy: str, ckpt: bool) -> str:
@@ -55,9 +57,8 @@ def verdicts(rows: list[Row], busbw: dict[int, float]) -> list[Verdict]:
         try:
             strategy, ckpt = planner_pick(gpus, method, seq, mb, load, busbw)
         except UserError as exc:
-            out.append(
-                Verdict(name, f"none ({exc})", _cell(best.strategy, best.ckpt) if best else "-", None, None, None)
-            )
+            fastest = _cell(best.strategy, best.ckpt) if best else "-"
+            out.append(Verdict(name, f"none ({exc})", fastest, best and best.tps, None, None, "no pick"))
             continue
         mine = next((c for c in cells if c.strategy == strategy and c.ckpt == ckpt), None)
         tps = mine.tps if mine and mine.status == "ok" else None
@@ -67,5 +68,8 @@ def verdicts(rows: list[Row], busbw: dict[int, float]) -> list[Verdict]:
             + ("" if mine else " (not measured)")
             + (f" ({mine.status})" if mine and not tps else "")
         )
-        out.append(Verdict(name, rec, _cell(best.strategy, best.ckpt) if best else "-", best and best.tps, tps, regret))
+        status = mine.status if mine else "not measured"
+        out.append(
+            Verdict(name, rec, _cell(best.strategy, best.ckpt) if best else "-", best and best.tps, tps, regret, status)
+        )
     return out

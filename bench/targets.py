@@ -45,7 +45,14 @@ def _check(name: str, items: list[tuple[str, float | None]], tol: float) -> Resu
 
 def judge(mem: list, tput: list, recs: list) -> list[Result]:
     """mem: (row, estimate, alloc error %, reserved error %); tput: (row, estimate, error %); recs: Verdicts."""
-    regrets = [(v.group, v.regret_pct if v.recommended_tps else 100.0) for v in recs if v.fastest_tps]
+    # A pick that ran out of memory or failed is as bad as it gets; one not measured (or not made: the reference
+    # topology lacks that many GPUs) cannot be judged.
+    worst = {"oom": 100.0, "error": 100.0}
+    regrets = [
+        (v.group, v.regret_pct if v.status == "ok" else worst[v.status])
+        for v in recs
+        if v.fastest_tps and v.status in ("ok", *worst)
+    ]
     return [
         _check(TARGETS[0], [(r.label, ea) for r, _, ea, _ in mem], ALLOC_TOL),
         _check(TARGETS[1], [(r.label, er) for r, _, _, er in mem], RESERVED_TOL),

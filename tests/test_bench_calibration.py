@@ -81,3 +81,15 @@ def test_matrix_results_are_ranked_against_the_planner(tmp_path):
     assert "| recommendation within 3% of the fastest that fits | 1 | missed |" in text
     assert "| 2x ddp fp32 s4096 mb1 ckpt | h200-x2-2099-01-01.json | oom |" in text
     assert len(plots["throughput"]) == 2 and len(plots["memory"]) == 2
+
+
+@pytest.mark.parametrize(("pick_status", "verdict"), [("oom", "| 1 | missed |"), (None, "| 0 | not assessed |")])
+def test_a_pick_that_ran_out_of_memory_misses_and_an_unmeasured_one_is_not_judged(tmp_path, pick_status, verdict):
+    shutil.copy(RESULTS_DIR / "probe-h200x2.json", tmp_path)
+    cells = {"b": _cell("fsdp", False, "ok", 6300.0, 70.0)}
+    if pick_status:
+        cells["a"] = _cell("fsdp_grad_op", False, pick_status, None, None)
+    matrix = {"machine": "h200-x2", "versions": {}, "cells": cells}
+    (tmp_path / "h200-x2-2099-01-01.json").write_text(json.dumps(matrix))
+    text, _ = report.build(load_files(tmp_path))
+    assert f"| recommendation within 3% of the fastest that fits {verdict}" in text
