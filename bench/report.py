@@ -43,6 +43,11 @@ def _table(head: list[str], rows: list[list[str]]) -> list[str]:
     return ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head), *("| " + " | ".join(r) + " |" for r in rows)]
 
 
+def _plot_label(r) -> str:
+    """Matrix rows may repeat the settings of an older measurement: name the run."""
+    return f"{r.label} ({r.machine})" if r.from_matrix else r.label
+
+
 def bandwidth_curves(files: dict[str, dict]) -> list[tuple[str, dict[str, float]]]:
     curves = []
     for name, data in sorted(files.items()):
@@ -141,8 +146,8 @@ def build(files: dict[str, dict]) -> tuple[str, dict]:
         f"- `{name}`: {d.get('what') or d.get('source') or d.get('machine', '')}" for name, d in sorted(files.items())
     ]
     plots = {
-        "memory": [(r.label, r.alloc_gb, e.peak_gb, r.reserved_gb, e.reserved_gb) for r, e, _, _ in mem],
-        "throughput": [(r.label, r.tps, e.tokens_per_s_per_gpu) for r, e, _ in tput],
+        "memory": [(_plot_label(r), r.alloc_gb, e.peak_gb, r.reserved_gb, e.reserved_gb) for r, e, _, _ in mem],
+        "throughput": [(_plot_label(r), r.tps, e.tokens_per_s_per_gpu) for r, e, _ in tput],
         "bandwidth": curves,
         "capacity": capacity,
     }
