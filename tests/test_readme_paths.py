@@ -7,8 +7,9 @@ READMEs: the top-level README.md, recipes/**/README.md, accelerate_configs/READM
   `python -m generator VERB ...` parses with the generator's own argparse, and `plan`/`topo` on a bundled reference
   machine really run (exit 0); a `plan --output` into the repository must rewrite the committed file byte for byte.
   `python -m MODULE` names an importable module; `python SCRIPT.py` names an existing script.
-  `accelerate launch --config_file X train.py ...`: accelerate's own parser takes the line, X loads with accelerate's `load_config_from_file`, and the train.py flags parse with
-  train.py's `parse_args`. `sbatch X`: X exists and passes `bash -n`. `make T`: T is a Makefile target.
+  `accelerate launch --config_file X train.py ...`: accelerate's own parser takes the line, X loads with
+  accelerate's `load_config_from_file`, and the train.py flags parse with train.py's `parse_args`.
+  `sbatch X`: X exists and passes `bash -n`. `make T`: T is a Makefile target.
 """
 
 from __future__ import annotations
