@@ -817,8 +817,9 @@ def train(args: argparse.Namespace) -> int:
             ids_here = torch.cat([mb["sample_id"] for mb in micro]).to(device)
             record["samples"] = sorted(accelerator.gather(ids_here).tolist())
         log.write(**record)
-        stats["tokens"] += tokens_per_step_per_gpu
-        stats["seconds"] += elapsed
+        if stats["losses"]:  # the first step of a run (allocator warm-up, lazy init) is left out of the throughput
+            stats["tokens"] += tokens_per_step_per_gpu
+            stats["seconds"] += elapsed
         stats["losses"].append(loss)
         if bar is not None:
             bar.update(1)
@@ -958,7 +959,11 @@ def export(accelerator, model, tok, path: Path, adapter_only: bool) -> None:
     if accelerator.is_main_process:
         tmp = path.with_name(f".tmp-{path.name}")
         shutil.rmtree(tmp, ignore_errors=True)
-        accelerator.unwrap_model(model).save_pretrained(str(tmp), state_dict=state_dict, safe_serialization=True)
+        unwrapped = accelerator.unwrap_model(model)
+        if adapter_only:
+            save_adapter(unwrapped, state_dict, tmp)
+        else:
+            unwrapped.save_pretrained(str(tmp), state_dict=state_dict, safe_serialization=True)
         tok.save_pretrained(str(tmp))
         fsync_tree(tmp)
         old = path.with_name(f".old-{path.name}")
@@ -968,6 +973,26 @@ def export(accelerator, model, tok, path: Path, adapter_only: bool) -> None:
         shutil.rmtree(old, ignore_errors=True)
         print(f"train.py: exported {'LoRA adapter' if adapter_only else 'model'} to {path}", flush=True)
     accelerator.wait_for_everyone()
+
+
+def save_adapter(peft_model, state_dict: dict, out: Path) -> None:
+    """adapter_config.json + adapter_model.safetensors, as PeftModel.save_pretrained writes them, from the gathered
+    state dict. Written here because under FSDP2 peft's own save filtered the gathered dict down to nothing."""
+    from peft import get_peft_model_state_dict
+    from safetensors.torch import save_file
+
+    adapter = get_peft_model_state_dict(peft_model, state_dict=state_dict)
+    if not adapter:  # same rule as peft's: LoRA tensors, adapter name dropped from the key
+        adapter = {k.replace(".default.", "."): v for k, v in state_dict.items() if "lora_" in k}
+    if not adapter:
+        raise RuntimeError(f"no LoRA weights among {len(state_dict)} gathered tensors; cannot export the adapter")
+    out.mkdir(parents=True, exist_ok=True)
+    peft_model.peft_config["default"].save_pretrained(str(out))
+    save_file(
+        {k: v.detach().cpu().contiguous() for k, v in adapter.items()},
+        str(out / "adapter_model.safetensors"),
+        metadata={"format": "pt"},
+    )
 
 
 def make_progress(main: bool, start: int, total: int):
@@ -1020,7 +1045,7 @@ def summarize(accelerator, stats, step, flops, peak_tflops, predicted, predicted
         "steps_this_run": len(stats["losses"]),
         "first_loss": stats["losses"][0] if stats["losses"] else None,
         "final_loss": stats["losses"][-1] if stats["losses"] else None,
-        "tokens_per_s_per_gpu": tps,
+        "tokens_per_s_per_gpu": tps,  # steady state: steps after this run's first
         "mfu": (flops * tps / (peak_tflops * 1e12)) if peak_tflops else None,
         "peak_mem_allocated_gb": max(mem["max_mem_allocated_gb"]) if use_cuda else None,
         "peak_mem_reserved_gb": max(mem["max_mem_reserved_gb"]) if use_cuda else None,
