@@ -47,9 +47,14 @@ Checkpoints and preemption (issue 9)
     sysexits.h: "temporary failure, retry later", distinct from 143 = killed by SIGTERM without a checkpoint, so a
     requeue script can test for it). `accelerate launch` does not pass a child's exit code through (it reports 1), so
     the log's "preempted" record and the stderr line say it too. torchrun gives workers 30 s after forwarding SIGTERM.
+    Elastic restarts (torchrun --max_restarts N) rerun the same command, so keep --resume in it, and export
+    TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1: torchrun's shared rendezvous store keeps the previous round's peer addresses
+    and a restarted worker can race to a dead peer ("Connection refused"; seen with gloo in the tests).
     Before training: the output directory must be writable and have room for one more checkpoint plus the export.
 
 Exit codes: 0 done, 2 user error (one line on stderr, no traceback), 75 preempted after a clean checkpoint.
+(`accelerate launch` adds its own CalledProcessError traceback for any non-zero child exit of its single-process and
+DeepSpeed launchers unless given --quiet; torchrun prints a ChildFailedError table.)
 
 Metrics: a progress bar on rank 0; one JSON line per step in --log-file (loss, lr, grad_norm, tokens/s per GPU, MFU from
 the estimator's 6N + 12*L*h*s FLOPs per token over the GPU's dense bf16 peak, max memory allocated/reserved of every
