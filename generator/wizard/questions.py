@@ -99,6 +99,15 @@ QUESTIONS: tuple[QuestionSpec, ...] = (
         when=lambda a: a["num_machines"] > 1,
     ),  # fmt: skip
     QuestionSpec(
+        "main_process_port",
+        "text",
+        "Rendezvous port on machine 0 (open it only to the other machines):",
+        default="29500",
+        validate=lambda t: t.strip().isdigit() and 0 < int(t) < 65536 or "a TCP port, 1-65535",
+        parse=int,
+        when=lambda a: a["num_machines"] > 1,
+    ),  # fmt: skip
+    QuestionSpec(
         "machine_rank",
         "text",
         "This machine's rank (0 = the main one):",
@@ -139,6 +148,7 @@ def request_from_answers(a: Answers) -> PlanRequest:
         num_machines=a.get("num_machines", 1),
         machine_rank=a.get("machine_rank", 0) if multi else 0,
         main_process_ip=a.get("main_process_ip") if multi else None,
+        main_process_port=a.get("main_process_port", 29500) if multi else 29500,
         fabric=a.get("fabric") if multi and a.get("fabric") != "measured" else None,
         inter_node_gbps=a.get("inter_node_gbps") if multi else None,
     )
