@@ -169,3 +169,25 @@ def test_calibration_corrects_later_plans_and_resets(tmp_path, capsys):
     assert corrected["reserved_gb"] == raw["reserved_gb"]
     assert main(["plan", "--reset-calibration", "--calibration-file", str(cal)]) == 0
     assert not cal.exists() and "removed" in capsys.readouterr().out
+
+
+def test_wizard_trial_question_only_with_a_detected_gpu_and_writes_the_fastest(tmp_path, monkeypatch):
+    from generator.trial.wizard import trial_accepted
+    from generator.wizard import questions as q
+
+    spec = next(s for s in q.QUESTIONS if s.key == "trial")
+    assert not spec.when({"_live": None, "machine": "h200-sxm-2", "num_machines": 1})
+    assert spec.when({"_live": object(), "machine": q.LIVE, "num_machines": 1})
+    for k, v in fake_env(tmp_path).items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    topo, model = load_machine("h200-sxm-2"), load_model("mistral-7b")
+    request = PlanRequest(seq_len=256, num_gpus=1, strategy="ddp", grad_checkpointing="off", micro_batch=4)
+    accepted = make_plan(topo, model, request)
+    lines = []
+    console = type("C", (), {"print": lambda self, text, **kw: lines.append(text)})()
+    best, notes = trial_accepted(topo, model, PlanRequest(seq_len=256, grad_checkpointing="off"), accepted, console)
+    assert "trial 1/3: ddp on GPUs 0, micro-batch 4" in lines[0]  # the accepted plan is trialled first
+    assert best.workload.micro_batch == 2 and notes[0].startswith("Trial (measured")
+    records = json.loads((tmp_path / "cache" / "dist-config-generator" / "calibration.json").read_text())
+    assert len(records["measurements"]) == 3

@@ -93,12 +93,14 @@ def test_topology_file_and_multi_node_answers_reach_the_config(tmp_path, capsys)
     keys = [
         "A topology" + ENTER, str(tmp_path / "box.txt") + ENTER,  # machine: a file, then its path
         ENTER, ENTER, ENTER, ENTER, ENTER,  # model, method, seq len, micro-batch, global batch
-        replace_text("1", "2"), "10.0.0.1" + ENTER, ENTER, "ib-ndr-x8" + ENTER,  # 2 machines, ip, rank 0, fabric
+        replace_text("1", "2"), "10.0.0.1" + ENTER, replace_text("29500", "29611"), ENTER,  # 2 machines, ip, port, rank
+        "ib-ndr-x8" + ENTER,  # fabric
         ENTER, ENTER,  # accept, default path
     ]  # fmt: skip
     assert wizard(keys) == 0
     data = yaml.safe_load((tmp_path / "accelerate_config.yaml").read_text())
     assert (data["num_machines"], data["num_processes"], data["main_process_ip"]) == (2, 4, "10.0.0.1")
+    assert data["main_process_port"] == 29611
     assert "--machine_rank 0" in capsys.readouterr().out.replace("=", " ")
 
 
@@ -132,6 +134,6 @@ def test_a_detected_machine_is_the_default_answer(tmp_path, monkeypatch, capsys)
 
     live = replace(load_topology(machine="h200-sxm-2"), source="nvml")
     monkeypatch.setattr(flow, "detect_live", lambda: live)
-    assert wizard([ENTER, *SETUP[1:], ENTER, ENTER]) == 0
+    assert wizard([ENTER, *SETUP[1:], ENTER, ENTER, ENTER]) == 0  # + "run a short trial?" (default no) on a GPU
     data = yaml.safe_load((tmp_path / "accelerate_config.yaml").read_text())
     assert data["num_processes"] == 2 and "Machine: nvml" in (tmp_path / "accelerate_config.yaml").read_text()

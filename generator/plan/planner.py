@@ -126,12 +126,13 @@ def ranked_candidates(
         why = reasons.explain(request, row, fitting, rows, inter_reason, GPU_COUNT_TOLERANCE)
         warnings = plan_warnings(topology, model, request, row, False, inter_warning)
         candidate = build_plan(topology, model, request, row, False, why, warnings)
-        if all(_key(candidate) != _key(p) for p in plans):
+        if all(plan_key(candidate) != plan_key(p) for p in plans):
             plans.append(candidate)
     return plans[:top]
 
 
-def _key(plan: Plan) -> tuple:
+def plan_key(plan: Plan) -> tuple:
+    """What makes two candidates different runs (the trial never runs the same configuration twice)."""
     w = plan.workload
     return (plan.strategy, plan.gpu_ids, w.micro_batch, w.grad_accum, w.grad_checkpointing)
 

@@ -51,7 +51,12 @@ def run_wizard(console=None) -> int:
     if plan is None:
         console.print("Nothing written.")
         return 0
-    return write_config(plan, console)
+    notes: list[str] = []
+    if answers.get("trial"):  # asked only when this machine's GPUs were detected
+        from generator.trial.wizard import trial_accepted
+
+        plan, notes = trial_accepted(topology, model, q.request_from_answers(answers), plan, console)
+    return write_config(plan, console, notes)
 
 
 def retry(console, load, answers, spec, can_retry=lambda: True):
@@ -103,7 +108,7 @@ def _rescued(request, fix: str):
     return replace(request, method=fix)
 
 
-def write_config(plan, console) -> int:
+def write_config(plan, console, notes=()) -> int:
     from generator.emit import render, write
     from generator.fileio import check_writable
 
@@ -117,7 +122,7 @@ def write_config(plan, console) -> int:
             break
         except UserError as exc:
             console.print(f"[yellow]{exc}[/]", highlight=False)
-    emitted = render(plan, path)
+    emitted = render(plan, path, notes=notes)
     written = write(emitted, force=overwrite)
     console.print(f"[green]wrote[/] {', '.join(str(p) for p in written)}", highlight=False)
     console.print("[bold]Launch it with:[/]")

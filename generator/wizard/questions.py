@@ -132,6 +132,13 @@ QUESTIONS: tuple[QuestionSpec, ...] = (
         parse=float,
         when=lambda a: a.get("fabric") == "measured",
     ),  # fmt: skip
+    QuestionSpec(
+        "trial",
+        "confirm",
+        "After you accept, run a short trial of the top candidates on these GPUs and write the fastest? (minutes)",
+        default=False,
+        when=lambda a: a.get("_live") is not None and a["machine"] == LIVE and a["num_machines"] == 1,
+    ),  # fmt: skip
 )
 
 
