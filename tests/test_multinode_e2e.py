@@ -16,6 +16,8 @@ rank 1 trained on its half of every batch with gradients synchronised with rank 
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import shlex
@@ -55,9 +57,6 @@ def plan(tmp: Path, name: str, *args: str) -> tuple[Path, list[str]]:
     config = tmp / f"{name}.yaml"
     argv = ["plan", "--model", str(tmp / "tiny"), "--machine", "h200-sxm-2", "--num-gpus", "1", "--strategy", "ddp"]
     argv += ["--seq-len", "64", "--micro-batch", "2", "--global-batch", "8", *args, "--output", str(config), "--json"]
-    import contextlib
-    import io
-
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         assert generator_main(argv) == 0

@@ -21,6 +21,7 @@ CONFIG_NAME = "config.yaml"
 PROBE_FILE = "bench/results/probe-h200x2.json"
 PROBE_WHEN = "2x H200 SXM, 2026-11-30"
 """Where the only measured number the recipes quote comes from (NCCL all-reduce bus bandwidth, probe run)."""
+SMOKE_FILE = "bench/results/h200-x2-train-smoke-2026-11-30.json"
 COMMON = ("--model", "mistral-7b", "--global-batch", "64")
 
 
@@ -143,7 +144,12 @@ def numbers(recipe: Recipe, plan) -> list[str]:
     if recipe.name.startswith("h200-sxm-2") and (bw := measured_busbw()):
         out.append(
             f"- NCCL all-reduce bus bandwidth between the two GPUs: {bw:.0f} GB/s at 2 GB messages (measured "
-            f"({PROBE_WHEN}, `{PROBE_FILE}`)); no training step time or memory was measured yet"
+            f"({PROBE_WHEN}, `{PROBE_FILE}`))"
+        )
+        out.append(
+            f"- Training was measured on this machine only as a smoke run with another workload (FSDP2 with activation "
+            f"checkpointing, global batch 2) and before train.py stopped pinning a 29 GB fp32 copy, so its numbers do "
+            f"not stand for this recipe: `{SMOKE_FILE}`"
         )
     return out
 
