@@ -16,7 +16,10 @@ MAX_INPUT_BYTES = 4 * 1024 * 1024  # topology files and configs are a few KB; an
 def read_text(path: str, what: str, max_bytes: int = MAX_INPUT_BYTES) -> str:
     """Read a user-supplied text file (`-` = stdin). `what` names it in errors ("topology file")."""
     if path == "-":
-        data = sys.stdin.buffer.read(max_bytes + 1)
+        try:
+            data = sys.stdin.buffer.read(max_bytes + 1)
+        except (OSError, AttributeError, ValueError) as exc:  # closed, detached or captured stdin
+            raise UserError(f"cannot read the {what} from standard input: {exc}") from None
         where = "standard input"
     else:
         p = Path(path)
