@@ -52,6 +52,9 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
+    except EOFError:
+        print("error: input ended before the questions were answered; use `plan` with flags in scripts", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("interrupted: nothing was written", file=sys.stderr)
         return 130

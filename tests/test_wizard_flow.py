@@ -38,6 +38,7 @@ def replace_text(old: str, new: str) -> str:
 def wizard(keys: list[str]) -> int:
     with create_pipe_input() as pipe, create_app_session(input=pipe, output=DummyOutput()):
         pipe.send_text("".join(keys))
+        pipe.close()  # a prompt the keys do not answer hits end-of-input and fails the test instead of hanging CI
         return main([])
 
 
