@@ -53,7 +53,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
     except EOFError:
-        print("error: input ended before the questions were answered; use `plan` with flags in scripts", file=sys.stderr)
+        msg = "input ended before the questions were answered; use `plan` with flags in scripts"
+        print(f"error: {msg}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted: nothing was written", file=sys.stderr)
