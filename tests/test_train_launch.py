@@ -9,6 +9,7 @@ GPUs (NCCL, CUDA kernels, bitsandbytes) and are exercised by the GPU benchmark r
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -227,12 +228,17 @@ def test_torchrun_elastic_restart_reaches_the_same_loss(baseline_ddp2, work):
     # torchrun's shared rendezvous store keeps round 1's gloo peer addresses; a restarted rank can read a dead peer's
     # address before the new one overwrites it ("Connection refused"). A fresh store per round avoids that race.
     run_env = env(TRAIN_TEST_STEP_DELAY="0.3", TORCH_DISABLE_SHARE_RDZV_TCP_STORE="1")
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=run_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    wait_for(lambda: (out / "step-00000004").is_dir() and logged_step(out) >= 5, proc)
-    victim = [w for w in train_workers(proc.pid) if w.environ().get("LOCAL_RANK") == "1"]
-    assert len(victim) == 1
-    victim[0].kill()
-    _, err = proc.communicate(timeout=240)
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=run_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)  # fmt: skip
+    try:
+        wait_for(lambda: (out / "step-00000004").is_dir() and logged_step(out) >= 5, proc)
+        victim = [w for w in train_workers(proc.pid) if w.environ().get("LOCAL_RANK") == "1"]
+        assert len(victim) == 1
+        victim[0].kill()
+        _, err = proc.communicate(timeout=240)
+    finally:  # a failed or timed-out run must not leave torchrun and its workers behind
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
     assert proc.returncode == 0, err[-3000:]
     starts = events(out, "start")
     assert len(starts) == 2 and starts[1]["resumed_from"] is not None  # one restart, from a checkpoint
