@@ -42,9 +42,13 @@ def load_bandwidth_document(path: str) -> dict:
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise UserError(f"bandwidth file {path!r} is not JSON (line {exc.lineno}): {exc.msg}") from None
-    if not isinstance(doc, dict) or doc.get("version") != VERSION or not isinstance(doc.get("subsets"), dict):
-        raise UserError(f"bandwidth file {path!r} is not a version-{VERSION} file from `python -m generator probe`")
+        raise UserError(f"bandwidth file {path!r} is not valid JSON ({exc.msg} at line {exc.lineno})") from None
+    # "version" may be left out of a hand-written {"subsets": {"0,1": 365.2}}; a different version is refused.
+    if not isinstance(doc, dict) or doc.get("version", VERSION) != VERSION or not isinstance(doc.get("subsets"), dict):
+        raise UserError(
+            f"bandwidth file {path!r} is not a version-{VERSION} file from `python -m generator probe` "
+            '(or a hand-written {"subsets": {"0,1": 365.2}})'
+        )
     return doc
 
 
