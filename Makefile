@@ -13,6 +13,8 @@ $(PY):
 install: $(PY)
 	$(PY) -m pip install -q "$(TORCH)"
 	$(PY) -m pip install -q -e ".[dev]"
+	# deepspeed ships only as source: built against the torch above, without its CUDA ops (the tests parse its configs).
+	DS_BUILD_OPS=0 $(PY) -m pip install -q --no-build-isolation "deepspeed==0.19.8"
 
 demo: install
 	$(PY) -m generator topo
