@@ -158,44 +158,28 @@ def model_dir(workdir: Path) -> Path:
     return out
 
 
+def train_command(
+    cell: dict, plan: dict, cfg: Path, log: Path, model: Path, out: Path, steps: int, extra_train: list[str]
+) -> list[str]:
+    """The accelerate launch + train.py command for one cell, consistent with the plan the generator printed."""
+    global_batch = plan["micro_batch"] * plan["num_processes"] * plan["gradient_accumulation_steps"]
+    return [
+        sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(cfg), "train.py",
+        "--model", str(model), "--init", "random", "--method", cell["method"],
+        "--seq-len", str(cell["seq_len"]), "--micro-batch", str(cell["micro_batch"]),
+        "--global-batch", str(global_batch),
+        "--grad-checkpointing" if cell["ckpt"] else "--no-grad-checkpointing",
+        "--max-steps", str(steps), "--warmup-steps", "2", "--save-every", "0", "--no-export",
+        "--log-file", str(log), "--output-dir", str(out), *extra_train,
+    ]  # fmt: skip
+
+
 def run_cell(cell: dict, steps: int, workdir: Path, extra_plan: list[str], extra_train: list[str]) -> dict:
     cfg = workdir / f"{cell['key']}.yaml"
     log = workdir / f"{cell['key']}.jsonl"
     plan = plan_cell(cell, cfg, extra_plan)
     predicted = next((e for e in plan["estimates"] if e["strategy"] == plan["strategy"]), {})
-    train = [
-        sys.executable,
-        "-m",
-        "accelerate.commands.launch",
-        "--config_file",
-        str(cfg),
-        "train.py",
-        "--model",
-        str(model_dir(workdir)),
-        "--init",
-        "random",
-        "--method",
-        cell["method"],
-        "--seq-len",
-        str(cell["seq_len"]),
-        "--micro-batch",
-        str(cell["micro_batch"]),
-        "--global-batch",
-        str(plan["micro_batch"] * plan["num_processes"] * plan["gradient_accumulation_steps"]),
-        "--grad-checkpointing" if cell["ckpt"] else "--no-grad-checkpointing",
-        "--max-steps",
-        str(steps),
-        "--warmup-steps",
-        "2",
-        "--save-every",
-        "0",
-        "--no-export",
-        "--log-file",
-        str(log),
-        "--output-dir",
-        str(workdir / cell["key"]),
-        *extra_train,
-    ]
+    train = train_command(cell, plan, cfg, log, model_dir(workdir), workdir / cell["key"], steps, extra_train)
     env = {**os.environ, **SAFE_ENV, "CUDA_DEVICE_ORDER": "PCI_BUS_ID", "PYTHONUNBUFFERED": "1"}
     t0 = time.time()
     res = subprocess.run(train, capture_output=True, text=True, cwd=REPO, env=env, timeout=1800)
