@@ -127,7 +127,7 @@ def plan_cell(cell: dict, cfg: Path, extra_plan: list[str]) -> dict:
     return json.loads(res.stdout)
 
 
-def summarise_log(log: Path, seq_len: int, micro_batch: int) -> dict:
+def summarise_log(log: Path) -> dict:
     rows = [json.loads(line) for line in log.read_text().splitlines() if line.strip().startswith("{")]
     steps = [r for r in rows if "event" not in r and "step_time_s" in r]
     timed = steps[WARMUP_STEPS:] or steps
@@ -187,11 +187,11 @@ def run_cell(cell: dict, steps: int, workdir: Path, extra_plan: list[str], extra
     tail = (res.stdout + res.stderr)[-3000:]
     out = dict(cell, config=plan, predicted=predicted, wall_s=round(wall, 1), command=shlex.join(train))
     if res.returncode == 0:
-        out.update(status="ok", measured=summarise_log(log, cell["seq_len"], cell["micro_batch"]))
+        out.update(status="ok", measured=summarise_log(log))
     elif "out of memory" in tail.lower() or "OutOfMemoryError" in tail:
         out.update(
             status="oom",
-            measured=summarise_log(log, cell["seq_len"], cell["micro_batch"]) if log.exists() else {},
+            measured=summarise_log(log) if log.exists() else {},
             tail=tail[-800:],
         )
     else:
