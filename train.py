@@ -492,6 +492,28 @@ def load_model(args, config, use_cuda: bool, init_device: str = "cpu"):
     return model
 
 
+def build_on_gpu(args, config, strategy: str, fsdp_plugin) -> bool:
+    """Where the model is built. ZeRO-3 partitions at construction (zero.Init) and CPU offload keeps it on the host:
+    CPU. FSDP's efficient loading reads checkpoint weights on rank 0 only: CPU for pretrained weights, but a random
+    init has nothing to read, and building 7B in fp32 on the host costs every rank ~30 GB of RAM and tens of seconds,
+    so it goes to the GPU when the whole model takes at most a third of the free memory (the sharding frees it)."""
+    import torch
+
+    if strategy.startswith("zero3") or "offload" in strategy:
+        return False
+    if not (fsdp_plugin and fsdp_plugin.cpu_ram_efficient_loading):
+        return True
+    if args.init != "random":
+        return False
+    try:
+        from generator.model import spec_from_config
+
+        n = spec_from_config(config.to_dict(), args.model).params_total
+    except Exception:
+        return False
+    return n * (4 if args.load_dtype == "fp32" else 2) <= torch.cuda.mem_get_info()[0] / 3
+
+
 def add_adapters(model, args, grad_checkpointing: bool):
     from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training
 
@@ -712,8 +734,7 @@ def train(args: argparse.Namespace) -> int:
     blocks = pack_blocks(ids, labels, args.seq_len, tok.pad_token_id, args.pack)
     set_seed(args.seed)  # identical random init on every rank
     fsdp_ac = is_fsdp and bool(accelerator.state.fsdp_plugin.activation_checkpointing)
-    # ZeRO-3 partitions at construction (zero.Init) and FSDP's efficient loading wants host memory; else build on GPU.
-    on_gpu = use_cuda and not is_ds and not (is_fsdp and accelerator.state.fsdp_plugin.cpu_ram_efficient_loading)
+    on_gpu = use_cuda and build_on_gpu(args, config, strategy, is_fsdp and accelerator.state.fsdp_plugin)
     model = load_model(args, config, use_cuda, str(accelerator.device) if on_gpu else "cpu")
     if args.liger:
         try:

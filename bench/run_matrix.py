@@ -14,6 +14,7 @@ GPU and MFU. Results are merged into one JSON file after every cell, so a killed
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import json
 import os
 import shlex
@@ -21,6 +22,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from datetime import date
 from pathlib import Path
@@ -40,10 +42,40 @@ STRATEGIES = [
     ("ddp", "lora"),
 ]
 WORKLOADS = [(4096, 1), (1024, 4)]
+# Throughput levers for issue 5's MFU target, on top of the matrix's FSDP2 cells: (gpus, strategy, method, seq, mb,
+# ckpt, variant). Variants: "liger" = Liger kernels (train.py --liger, and the estimator told so); "compile" =
+# accelerate's regional torch.compile of the repeated decoder layers; "qlora" runs need real weights on disk.
+LEVERS = [
+    (2, "fsdp", "full", 4096, 1, False, "liger"),
+    (2, "fsdp", "full", 4096, 2, False, "liger"),
+    (2, "fsdp", "full", 4096, 4, False, "liger"),
+    (2, "fsdp", "full", 4096, 2, False, "liger-compile"),
+    (1, "ddp", "qlora", 4096, 1, True, ""),
+]
+LAUNCH_FLAGS = {"compile": ["--dynamo_backend", "inductor", "--dynamo_use_regional_compilation"]}
+# A cell whose predicted peak allocated memory exceeds the card by more than this is recorded as skipped, not launched:
+# a 7B launch costs ~40 s of scarce GPU time just to hit the out-of-memory it was predicted to hit. Cells predicted
+# near the edge still run: whether they fit is what the matrix is for.
+SKIP_PREDICTED_OVER = 1.05
+PLAN_HEADROOM = 0.10  # generator plan's default --headroom
 
 
-def cell_key(gpus: int, strategy: str, method: str, seq: int, mb: int, ckpt: bool) -> str:
-    return f"g{gpus}-{strategy}-{method}-s{seq}-mb{mb}-ckpt{'on' if ckpt else 'off'}"
+def cell_key(gpus: int, strategy: str, method: str, seq: int, mb: int, ckpt: bool, variant: str = "") -> str:
+    key = f"g{gpus}-{strategy}-{method}-s{seq}-mb{mb}-ckpt{'on' if ckpt else 'off'}"
+    return f"{key}-{variant}" if variant else key
+
+
+def make_cell(gpus, strategy, method, seq, mb, ckpt, variant="") -> dict:
+    return dict(
+        key=cell_key(gpus, strategy, method, seq, mb, ckpt, variant),
+        gpus=gpus,
+        strategy=strategy,
+        method=method,
+        seq_len=seq,
+        micro_batch=mb,
+        ckpt=ckpt,
+        variant=variant,
+    )
 
 
 def all_cells(gpu_counts: list[int]) -> list[dict]:
@@ -54,18 +86,17 @@ def all_cells(gpu_counts: list[int]) -> list[dict]:
                 for strategy, method in STRATEGIES:
                     if gpus == 1 and strategy not in ("ddp", "fsdp", "zero2"):
                         continue  # one GPU: zero1/zero3/fsdp_grad_op repeat zero2/fsdp (the planner refuses them)
-                    cells.append(
-                        dict(
-                            key=cell_key(gpus, strategy, method, seq, mb, ckpt),
-                            gpus=gpus,
-                            strategy=strategy,
-                            method=method,
-                            seq_len=seq,
-                            micro_batch=mb,
-                            ckpt=ckpt,
-                        )
-                    )
+                    cells.append(make_cell(gpus, strategy, method, seq, mb, ckpt))
+    cells += [make_cell(*lever) for lever in LEVERS if lever[0] in gpu_counts]
     return cells
+
+
+def select(cells: list[dict], patterns: list[str]) -> list[dict]:
+    """Cells matching the glob patterns, in the patterns' order (so the order on the command line is the priority)."""
+    out: list[dict] = []
+    for pat in patterns:
+        out += [c for c in cells if fnmatch.fnmatchcase(c["key"], pat) and c not in out]
+    return out
 
 
 def versions() -> dict:
@@ -93,34 +124,22 @@ def versions() -> dict:
     return out
 
 
-def plan_cell(cell: dict, cfg: Path, extra_plan: list[str]) -> dict:
+def variant_parts(cell: dict) -> set[str]:
+    return set(filter(None, cell.get("variant", "").split("-")))
+
+
+def plan_cell(cell: dict, cfg: Path, extra_plan: list[str], lane: int | None = None, n_gpus: int = 0) -> dict:
+    """The generator's plan and config for this cell; lane pins a 1-GPU cell to one GPU (the others excluded)."""
+    pin = []
+    if lane is not None and n_gpus > 1:
+        pin = ["--exclude", ",".join(str(i) for i in range(n_gpus) if i != lane)]
     cmd = [
-        sys.executable,
-        "-m",
-        "generator",
-        "plan",
-        "--model",
-        "mistral-7b",
-        "--num-gpus",
-        str(cell["gpus"]),
-        "--strategy",
-        cell["strategy"],
-        "--method",
-        cell["method"],
-        "--seq-len",
-        str(cell["seq_len"]),
-        "--micro-batch",
-        str(cell["micro_batch"]),
-        "--global-batch",
-        str(cell["micro_batch"] * cell["gpus"]),
-        "--grad-checkpointing",
-        "on" if cell["ckpt"] else "off",
-        "--output",
-        str(cfg),
-        "--force",
-        "--json",
-        *extra_plan,
-    ]
+        sys.executable, "-m", "generator", "plan", "--model", "mistral-7b", "--num-gpus", str(cell["gpus"]),
+        "--strategy", cell["strategy"], "--method", cell["method"], "--seq-len", str(cell["seq_len"]),
+        "--micro-batch", str(cell["micro_batch"]), "--global-batch", str(cell["micro_batch"] * cell["gpus"]),
+        "--grad-checkpointing", "on" if cell["ckpt"] else "off", "--output", str(cfg), "--force", "--json",
+        *(["--liger"] if "liger" in variant_parts(cell) else []), *pin, *extra_plan,
+    ]  # fmt: skip
     res = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=120)
     if res.returncode != 0:
         raise RuntimeError(f"plan failed: {res.stderr.strip()[-500:]}")
@@ -158,29 +177,69 @@ def model_dir(workdir: Path) -> Path:
     return out
 
 
+def weights_dir(workdir: Path, lane: int | None = None) -> Path:
+    """Random Mistral-7B weights saved as a bf16 checkpoint: QLoRA quantises while loading, so it needs a file."""
+    src, out = model_dir(workdir), workdir / "mistral-7b-weights"
+    if not (out / "model.safetensors.index.json").exists():
+        code = (
+            "import sys, torch\nfrom transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer\n"
+            "src, out = sys.argv[1], sys.argv[2]\n"
+            "with torch.device('cuda' if torch.cuda.is_available() else 'cpu'):\n"
+            "    m = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(src), dtype=torch.bfloat16)\n"
+            "m.save_pretrained(out, max_shard_size='5GB'); AutoTokenizer.from_pretrained(src).save_pretrained(out)\n"
+        )
+        env = {**os.environ, **({"CUDA_VISIBLE_DEVICES": str(lane)} if lane is not None else {})}
+        subprocess.run([sys.executable, "-c", code, str(src), str(out)], cwd=REPO, env=env, check=True, timeout=600)
+    return out
+
+
 def train_command(
     cell: dict, plan: dict, cfg: Path, log: Path, model: Path, out: Path, steps: int, extra_train: list[str]
 ) -> list[str]:
     """The accelerate launch + train.py command for one cell, consistent with the plan the generator printed."""
     global_batch = plan["micro_batch"] * plan["num_processes"] * plan["gradient_accumulation_steps"]
+    parts = variant_parts(cell)
+    launch = [f for part in sorted(parts) for f in LAUNCH_FLAGS.get(part, [])]
+    init = "pretrained" if cell["method"] == "qlora" else "random"
     return [
-        sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(cfg), "train.py",
-        "--model", str(model), "--init", "random", "--method", cell["method"],
+        sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(cfg), *launch, "train.py",
+        "--model", str(model), "--init", init, "--method", cell["method"],
         "--seq-len", str(cell["seq_len"]), "--micro-batch", str(cell["micro_batch"]),
         "--global-batch", str(global_batch),
         "--grad-checkpointing" if cell["ckpt"] else "--no-grad-checkpointing",
         "--max-steps", str(steps), "--warmup-steps", "2", "--save-every", "0", "--no-export",
-        "--log-file", str(log), "--output-dir", str(out), *extra_train,
+        "--log-file", str(log), "--output-dir", str(out), *(["--liger"] if "liger" in parts else []), *extra_train,
     ]  # fmt: skip
 
 
-def run_cell(cell: dict, steps: int, workdir: Path, extra_plan: list[str], extra_train: list[str]) -> dict:
+def predicted_over(predicted: dict) -> float | None:
+    """Predicted peak allocated memory over the whole card (the plan's capacity is after its default 10% headroom),
+    or None when the plan does not say."""
+    cap, need = predicted.get("capacity_gb"), predicted.get("peak_gb")
+    return need / (cap / (1 - PLAN_HEADROOM)) if cap and need else None
+
+
+def run_cell(
+    cell: dict,
+    steps: int,
+    workdir: Path,
+    extra_plan: list[str],
+    extra_train: list[str],
+    lane: int | None = None,
+    n_gpus: int = 0,
+) -> dict:
     cfg = workdir / f"{cell['key']}.yaml"
     log = workdir / f"{cell['key']}.jsonl"
-    plan = plan_cell(cell, cfg, extra_plan)
+    plan = plan_cell(cell, cfg, extra_plan, lane, n_gpus)
     predicted = next((e for e in plan["estimates"] if e["strategy"] == plan["strategy"]), {})
-    train = train_command(cell, plan, cfg, log, model_dir(workdir), workdir / cell["key"], steps, extra_train)
+    over = predicted_over(predicted)
+    if over is not None and over > SKIP_PREDICTED_OVER:
+        return dict(cell, config=plan, predicted=predicted, status="skipped", tail=f"predicted {over:.2f}x the GPU")
+    model = weights_dir(workdir, lane) if cell["method"] == "qlora" else model_dir(workdir)
+    train = train_command(cell, plan, cfg, log, model, workdir / cell["key"], steps, extra_train)
     env = {**os.environ, **SAFE_ENV, "CUDA_DEVICE_ORDER": "PCI_BUS_ID", "PYTHONUNBUFFERED": "1"}
+    if log.exists():
+        log.unlink()  # a retried cell must not summarise the failed attempt's steps
     t0 = time.time()
     res = subprocess.run(train, capture_output=True, text=True, cwd=REPO, env=env, timeout=1800)
     wall = time.time() - t0
@@ -199,27 +258,109 @@ def run_cell(cell: dict, steps: int, workdir: Path, extra_plan: list[str], extra
     return out
 
 
-def save(results: dict, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-    with os.fdopen(fd, "w") as fh:
-        json.dump(results, fh, indent=1, sort_keys=True)
-    os.replace(tmp, path)
+def save(results: dict, *paths: Path) -> None:
+    for path in paths:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+        with os.fdopen(fd, "w") as fh:
+            json.dump(results, fh, indent=1, sort_keys=True)
+        os.replace(tmp, path)
+
+
+def report_line(row: dict) -> str:
+    m, p = row.get("measured", {}), row.get("predicted", {})
+    if row["status"] == "skipped":
+        return f"  skipped: {row.get('tail')}"
+    return (
+        f"  {row['status']}: step {m.get('step_s')} s, {m.get('tokens_per_s_per_gpu')} tok/s/GPU, MFU {m.get('mfu')}, "
+        f"peak alloc {m.get('peak_allocated_gb')} GB (predicted {p.get('peak_gb')}), wall {row.get('wall_s')} s"
+    )
+
+
+class Runner:
+    """Runs cells under a wall-time budget; 1-GPU cells run side by side, one per GPU ("lanes")."""
+
+    def __init__(self, args, results: dict, paths: list[Path], n_gpus: int, start: float):
+        self.args, self.results, self.paths, self.n, self.start = args, results, paths, n_gpus, start
+        self.lock = threading.Lock()
+        self.durations = [c["wall_s"] for c in results["cells"].values() if "wall_s" in c]
+
+    def fits_budget(self) -> bool:
+        expect = max(self.durations) if self.durations else self.args.cell_estimate_s
+        return time.time() - self.start + expect <= self.args.budget_s
+
+    def one(self, cell: dict, lane: int | None) -> None:
+        print(f"running {cell['key']}" + (f" on GPU {lane}" if lane is not None else "") + " ...", flush=True)
+        a = self.args
+        try:
+            row = run_cell(
+                cell, a.steps, a.workdir, shlex.split(a.extra_plan), shlex.split(a.extra_train), lane, self.n
+            )
+        except (RuntimeError, subprocess.TimeoutExpired, subprocess.CalledProcessError) as exc:
+            row = dict(cell, status="error", tail=str(exc)[-800:])
+        with self.lock:
+            self.results["cells"][cell["key"]] = row
+            if "wall_s" in row:
+                self.durations.append(row["wall_s"])
+            save(self.results, *self.paths)
+            print(f"{cell['key']}:\n{report_line(row)}", flush=True)
+
+    def lanes(self, cells: list[dict]) -> bool:
+        queue = list(cells)
+
+        def worker(lane: int) -> None:
+            while True:
+                with self.lock:
+                    if not queue or not self.fits_budget():
+                        return
+                    cell = queue.pop(0)
+                self.one(cell, lane)
+
+        threads = [threading.Thread(target=worker, args=(lane,)) for lane in range(self.n)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return not queue
+
+    def run(self, cells: list[dict]) -> None:
+        todo = [c for c in cells if self.results["cells"].get(c["key"], {}).get("status") not in DONE]
+        while todo:
+            if not self.fits_budget():
+                print(f"budget: stopping before {todo[0]['key']} (resume by running again)", flush=True)
+                return
+            if todo[0]["gpus"] == 1 and self.n > 1:  # a run of 1-GPU cells: one per GPU at a time
+                batch = []
+                while todo and todo[0]["gpus"] == 1:
+                    batch.append(todo.pop(0))
+                if not self.lanes(batch):
+                    print("budget: stopping inside the 1-GPU cells (resume by running again)", flush=True)
+                    return
+            else:
+                self.one(todo.pop(0), None)
+
+
+DONE = ("ok", "oom", "skipped")
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--results", type=Path, help="results JSON (default bench/results/<machine>-<date>.json)")
+    ap.add_argument("--also-write", type=Path, help="a second copy of the results JSON, rewritten after every cell")
     ap.add_argument("--machine", default=None, help="name for the results file (default from GPU count)")
     ap.add_argument("--gpus", default=None, help="GPU counts to run, e.g. 1,2 (default: 1 and all)")
-    ap.add_argument("--only", default=None, help="comma list of cell keys or substrings to run")
+    ap.add_argument("--only", default=None, help="comma list of cell-key glob patterns, run in this order")
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--budget-s", type=float, default=540, help="stop before a cell would exceed this wall time")
     ap.add_argument("--cell-estimate-s", type=float, default=90, help="assumed duration of a cell not yet timed")
     ap.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "bench-matrix")
     ap.add_argument("--extra-plan", default="", help="extra flags for generator plan")
-    ap.add_argument("--extra-train", default="", help="extra flags for train.py (e.g. --liger)")
+    ap.add_argument("--extra-train", default="", help="extra flags for train.py")
+    ap.add_argument("--list", action="store_true", help="print the cell keys and exit")
     args = ap.parse_args()
+    if args.list:
+        print("\n".join(c["key"] for c in all_cells([1, 2])))
+        return 0
     start = time.time()
     env_versions = versions()
     n = int(env_versions.get("gpu_count") or 1)
@@ -231,32 +372,11 @@ def main() -> int:
     args.workdir.mkdir(parents=True, exist_ok=True)
     cells = all_cells(counts)
     if args.only:
-        wanted = args.only.split(",")
-        cells = [c for c in cells if any(w in c["key"] for w in wanted)]
-    durations = [c["wall_s"] for c in results["cells"].values() if "wall_s" in c]
-    for cell in cells:
-        if cell["key"] in results["cells"] and results["cells"][cell["key"]]["status"] in ("ok", "oom"):
-            continue
-        expect = max(durations) if durations else args.cell_estimate_s
-        if time.time() - start + expect > args.budget_s:
-            print(f"budget: stopping before {cell['key']} (resume by running again)", flush=True)
-            break
-        print(f"running {cell['key']} ...", flush=True)
-        try:
-            row = run_cell(cell, args.steps, args.workdir, shlex.split(args.extra_plan), shlex.split(args.extra_train))
-        except (RuntimeError, subprocess.TimeoutExpired) as exc:
-            row = dict(cell, status="error", tail=str(exc)[-800:])
-        results["cells"][cell["key"]] = row
-        durations.append(row.get("wall_s", args.cell_estimate_s))
-        save(results, path)
-        m = row.get("measured", {})
-        print(
-            f"  {row['status']}: step {m.get('step_s')} s, {m.get('tokens_per_s_per_gpu')} tok/s/GPU, "
-            f"MFU {m.get('mfu')}, peak alloc {m.get('peak_allocated_gb')} GB "
-            f"(predicted {row.get('predicted', {}).get('peak_gb')})",
-            flush=True,
-        )
-    left = [c["key"] for c in cells if results["cells"].get(c["key"], {}).get("status") not in ("ok", "oom")]
+        cells = select(cells, args.only.split(","))
+    model_dir(args.workdir)  # once, before any lane needs it
+    paths = [path] + ([args.also_write] if args.also_write else [])
+    Runner(args, results, paths, n, start).run(cells)
+    left = [c["key"] for c in cells if results["cells"].get(c["key"], {}).get("status") not in DONE]
     print(f"results: {path} ({len(cells) - len(left)}/{len(cells)} cells done)")
     return 0
 

@@ -57,3 +57,94 @@ def test_summary_of_a_real_train_log(tmp_path):
     assert s["steps"] == 8 and len(s["losses"]) == 8
     assert 0.6 < s["step_s"] < 0.8 and 5000 < s["tokens_per_s_per_gpu"] < 6500
     assert s["peak_allocated_gb"] == pytest.approx(89.011) and s["allocated_per_rank_gb"] == [89.011, 89.011]
+
+
+def test_only_patterns_select_in_priority_order_without_repeats():
+    cells = rm.all_cells([1, 2])
+    got = [c["key"] for c in rm.select(cells, ["g2-zero3-full-s4096-*", "g2-fsdp-full-s4096-mb1-ckpton", "g2-zero3-*"])]
+    assert got[:2] == ["g2-zero3-full-s4096-mb1-ckpton", "g2-zero3-full-s4096-mb1-ckptoff"]
+    assert got[2] == "g2-fsdp-full-s4096-mb1-ckpton"  # exact key: the lever variants of it are not pulled in
+    assert len(got) == len(set(got)) == 5
+
+
+@pytest.mark.parametrize(
+    "key", ["g2-fsdp-full-s4096-mb2-ckptoff-liger", "g2-fsdp-full-s4096-mb2-ckptoff-liger-compile"]
+)
+def test_lever_cells_pass_liger_to_both_sides_and_compile_to_accelerate(tmp_path, key):
+    from accelerate.commands.launch import launch_command_parser
+
+    cell = next(c for c in rm.all_cells([2]) if c["key"] == key)
+    cfg = tmp_path / "cell.yaml"
+    plan = rm.plan_cell(cell, cfg, ["--machine", "h200-sxm-2"])
+    assert plan["micro_batch"] == 2 and plan["grad_checkpointing"] is False
+    cmd = rm.train_command(cell, plan, cfg, tmp_path / "log.jsonl", tmp_path / "m", tmp_path / "out", 20, [])
+    launch = launch_command_parser().parse_args(cmd[3:])
+    assert launch.training_script == "train.py"
+    assert (launch.dynamo_backend == "inductor") == ("compile" in key)
+    assert bool(launch.dynamo_use_regional_compilation) == ("compile" in key)
+    args = _train_module().parse_args(launch.training_script_args)
+    assert args.liger and args.micro_batch == 2 and not args.grad_checkpointing
+
+
+def test_a_cell_predicted_far_over_the_card_is_skipped_without_launching(tmp_path, monkeypatch):
+    launched = []
+    monkeypatch.setattr(rm.subprocess, "run", _only_plans(launched))
+    cell = next(c for c in rm.all_cells([2]) if c["key"] == "g2-ddp-full-s4096-mb1-ckptoff")
+    row = rm.run_cell(cell, 20, tmp_path, ["--machine", "h200-sxm-2"], [])
+    assert row["status"] == "skipped" and "x the GPU" in row["tail"] and launched == []
+    assert row["predicted"]["peak_gb"] > 1.05 * 150
+
+
+def test_one_gpu_cells_are_pinned_to_their_lane(tmp_path):
+    cell = next(c for c in rm.all_cells([1]) if c["key"] == "g1-ddp-qlora-s4096-mb1-ckpton")
+    plan = rm.plan_cell(cell, tmp_path / "c.yaml", ["--machine", "h200-sxm-2"], lane=1, n_gpus=2)
+    assert plan["gpu_ids"] == [1] and plan["num_processes"] == 1
+    cmd = rm.train_command(cell, plan, tmp_path / "c.yaml", tmp_path / "l", tmp_path / "w", tmp_path / "o", 20, [])
+    args = _train_module().parse_args(cmd[cmd.index("train.py") + 1 :])
+    assert args.method == "qlora" and args.init == "pretrained" and args.model == str(tmp_path / "w")
+
+
+def _only_plans(launched: list):
+    real = rm.subprocess.run
+
+    def fake(cmd, *a, **kw):
+        if "accelerate.commands.launch" in cmd:
+            launched.append(cmd)
+            raise AssertionError("launched a cell predicted not to fit")
+        return real(cmd, *a, **kw)
+
+    return fake
+
+
+def test_runner_puts_one_gpu_cells_side_by_side_and_stops_at_the_budget(tmp_path, monkeypatch):
+    import argparse
+    import threading
+    import time
+
+    seen, active, peak = [], [0], [0]
+    lock = threading.Lock()
+
+    def fake_run_cell(cell, steps, workdir, extra_plan, extra_train, lane=None, n_gpus=0):
+        with lock:
+            active[0] += 1
+            peak[0] = max(peak[0], active[0])
+            seen.append((cell["key"], lane))
+        time.sleep(0.2)
+        with lock:
+            active[0] -= 1
+        return dict(cell, status="ok", wall_s=0.2, measured={})
+
+    monkeypatch.setattr(rm, "run_cell", fake_run_cell)
+    cells = rm.select(rm.all_cells([1, 2]), ["g1-*-s4096-*", "g2-fsdp-full-s4096-mb1-ckpton"])
+    args = argparse.Namespace(steps=1, workdir=tmp_path, extra_plan="", extra_train="", budget_s=60, cell_estimate_s=1)
+    results = {"cells": {}}
+    rm.Runner(args, results, [tmp_path / "r.json"], 2, time.time()).run(cells)
+    assert len(seen) == len(cells) and peak[0] == 2
+    assert {lane for key, lane in seen if key.startswith("g1-")} == {0, 1}
+    assert dict(seen)["g2-fsdp-full-s4096-mb1-ckpton"] is None
+    assert json.loads((tmp_path / "r.json").read_text())["cells"].keys() == {c["key"] for c in cells}
+
+    seen.clear()
+    args.budget_s, args.cell_estimate_s = 0.5, 0.1  # then 0.2 s per measured cell: stops after a few
+    rm.Runner(args, {"cells": {}}, [tmp_path / "r2.json"], 1, time.time()).run(cells)
+    assert 1 <= len(seen) < len(cells)

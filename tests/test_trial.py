@@ -191,3 +191,22 @@ def test_wizard_trial_question_only_with_a_detected_gpu_and_writes_the_fastest(t
     assert best.workload.micro_batch == 2 and notes[0].startswith("Trial (measured")
     records = json.loads((tmp_path / "cache" / "dist-config-generator" / "calibration.json").read_text())
     assert len(records["measurements"]) == 3
+
+
+def test_a_model_dir_without_weights_trials_its_architecture_with_random_weights(tmp_path):
+    from generator.trial.runner import TrialOptions, trial_args
+
+    plan = make_plan(load_machine("h200-sxm-2"), load_model("mistral-7b"), PlanRequest(seq_len=512, num_gpus=2))
+    config_only, weights = tmp_path / "config-only", tmp_path / "weights"
+    config_only.mkdir()
+    weights.mkdir()
+    (config_only / "config.json").write_text("{}")
+    (weights / "model.safetensors").write_bytes(b"")
+
+    def argv(model_dir):
+        return trial_args(plan, TrialOptions(4, None, model_dir, None, "cuda"), tmp_path, "c", tmp_path / "log")
+
+    assert argv(str(config_only))[argv(str(config_only)).index("--model") + 1] == str(config_only)
+    assert "--init" in argv(str(config_only)) and "--init" not in argv(str(weights))
+    assert argv(None)[argv(None).index("--init") + 1] == "random"
+    assert "--init" not in argv("mistralai/Mistral-7B-v0.1")  # a hub id is fetched with its weights

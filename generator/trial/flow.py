@@ -63,9 +63,14 @@ def header_notes(results: list[TrialResult], best: TrialResult, opts: TrialOptio
         if opts.device == "cpu"
         else "on this machine's GPUs"
     )
-    data = (
-        f"model {opts.model_dir}" if opts.model_dir else "the model's architecture with random weights (--init random)"
-    )
+    from generator.trial.runner import has_weights
+
+    if opts.model_dir and has_weights(opts.model_dir):
+        data = f"model {opts.model_dir}"
+    elif opts.model_dir:
+        data = f"the architecture in {opts.model_dir} with random weights (no weight files there)"
+    else:
+        data = "the model's architecture with random weights (--init random)"
     data += f", data {opts.dataset}" if opts.dataset else ", synthetic text"
     lines = [
         f"Trial (measured, python -m generator plan --trial): {len(results)} candidate(s) run {where} with {data}; "

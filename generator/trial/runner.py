@@ -129,12 +129,21 @@ def trial_args(plan: Plan, opts: TrialOptions, workdir: Path, name: str, log_fil
     args = plan_train_args(plan)
     max_steps = opts.steps if opts.budget_s is None else max(opts.steps, BUDGET_MAX_STEPS)
     if opts.model_dir:
-        args += ["--model", opts.model_dir]
-    else:
+        args[args.index("--model") + 1] = opts.model_dir
+    if not opts.model_dir or not has_weights(opts.model_dir):
         args += ["--init", "random"]
     dataset = opts.dataset or str(synthetic_dataset(workdir, plan.workload.seq_len, plan.global_batch, max_steps))
     args += ["--dataset", dataset, "--max-steps", str(max_steps), "--log-file", str(log_file), "--no-export"]
     return args + ["--save-every", "0", "--output-dir", str(workdir / f"{name}_out")]
+
+
+def has_weights(model_dir: str) -> bool:
+    """A local directory holding only config.json and a tokenizer (no hub access, no weights) trials with random
+    weights: the speed and memory of a step do not depend on the values."""
+    d = Path(model_dir)
+    if not d.is_dir():
+        return True  # a hub id: train.py fetches the weights
+    return any(d.glob("*.safetensors")) or any(d.glob("*.bin")) or any(d.glob("*.safetensors.index.json"))
 
 
 def synthetic_dataset(workdir: Path, seq_len: int, global_batch: int, steps: int) -> Path:

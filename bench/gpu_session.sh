@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# One device call of a GPU benchmark session: the matrix cells in priority order under a wall-time budget, optionally
+# preceded by `plan --trial`. Run from the repo root on the GPU machine; calls resume where the last one stopped.
+#
+#   bash bench/gpu_session.sh matrix 560        # matrix cells only, 560 s in all
+#   bash bench/gpu_session.sh trial 560         # plan --trial for Mistral-7B full seq 4096 first, then matrix cells
+#
+# Results: $OUT/matrix.json (the bench/results/<machine>-<date>.json to commit), $OUT/*.log, $OUT/logs.tgz (every
+# cell's per-step JSONL). The state between calls lives in /tmp (kept while the machine stays warm); a fresh machine
+# starts from the committed results file instead.
+set -uo pipefail
+PHASE=${1:?phase: matrix or trial}
+BUDGET=${2:?budget in seconds}
+T0=$(date +%s)
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1  # never NVLink multicast here
+export PYTHONUNBUFFERED=1 CUDA_DEVICE_ORDER=PCI_BUS_ID HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+OUT=${OUT:-/tmp/gpu-session-out}
+mkdir -p "$OUT"
+if [ -d .whl ] && [ ! -f /tmp/site/.installed ]; then  # packages the image lacks, carried as wheels
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+        && touch /tmp/site/.installed || exit 1
+fi
+export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+WORK=/tmp/bench-matrix
+RES=/tmp/matrix.json
+SEED=bench/results/${MATRIX_NAME:-h200-x2-$(date +%F)}.json
+[ -f "$RES" ] || { [ -f "$SEED" ] && cp "$SEED" "$RES"; }
+
+# Issue 5's strategies at seq 4096 with checkpointing first, then its MFU levers, then the rest of the matrix.
+PRIORITY="g2-fsdp-full-s4096-mb1-ckpton,g2-ddp-full-s4096-mb1-ckpton,g2-zero1-full-s4096-mb1-ckpton"
+PRIORITY+=",g2-zero2-full-s4096-mb1-ckpton,g2-zero3-full-s4096-mb1-ckpton,g2-fsdp_grad_op-full-s4096-mb1-ckpton"
+PRIORITY+=",g2-ddp-lora-s4096-mb1-ckpton,g2-fsdp-full-s4096-mb1-ckptoff,g2-fsdp-full-s4096-mb1-ckptoff-liger"
+PRIORITY+=",g2-fsdp-full-s4096-mb2-ckptoff-liger,g2-fsdp-full-s4096-mb4-ckptoff-liger"
+PRIORITY+=",g2-*-s4096-mb1-ckptoff,g2-*-s1024-*,g1-*-s4096-*,g1-*,g2-fsdp-full-s4096-mb2-ckptoff-liger-compile"
+
+if [ "$PHASE" = trial ]; then
+    [ -f "$WORK/mistral-7b/config.json" ] || python3 tests/tiny_model.py mistral-7b "$WORK/mistral-7b"
+    python3 -m generator plan --model mistral-7b --seq-len 4096 --global-batch 8 --trial --trial-steps 8 \
+        --model-dir "$WORK/mistral-7b" --output "$OUT/trial-accelerate_config.yaml" --force \
+        --calibration-file "$OUT/trial-calibration.jsonl" 2>&1 | tee "$OUT/trial.log"
+fi
+LEFT=$((BUDGET - ($(date +%s) - T0) - 15))
+python3 bench/run_matrix.py --results "$RES" --also-write "$OUT/matrix.json" --workdir "$WORK" --budget-s "$LEFT" \
+    --only "$PRIORITY" 2>&1 | tee "$OUT/matrix.log"
+tar czf "$OUT/logs.tgz" -C "$WORK" $(cd "$WORK" && ls *.jsonl 2>/dev/null) 2>/dev/null
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > "$OUT/gpus.csv" 2>&1
+exit 0
