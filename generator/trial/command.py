@@ -14,7 +14,11 @@ def add_trial_args(p) -> None:
     t.add_argument("--top", type=int, default=3, help="Candidates to trial (default 3).")
     t.add_argument("--trial-steps", type=int, default=8, help="Optimizer steps per trial (default 8; 3 are warm-up).")
     t.add_argument("--trial-budget-s", type=float, help="Seconds per trial; steps logged by then count.")
-    t.add_argument("--model-dir", help="What train.py loads for the trials (default: the model, random weights; a directory without weight files: its architecture, random weights).")
+    t.add_argument(
+        "--model-dir",
+        help="What train.py loads for the trials (default: the model, random weights; a directory "
+        "without weight files: its architecture, random weights).",
+    )
     t.add_argument("--dataset", help="Trial data for train.py (default: synthetic text of --seq-len tokens).")
     t.add_argument("--trial-device", choices=("cuda", "cpu"), default="cuda", help="cpu: DDP trials over gloo.")
     t.add_argument("--calibration-file", help="Measurements file (default $XDG_CACHE_HOME/dist-config-generator/...).")
