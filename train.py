@@ -579,6 +579,7 @@ def estimator_inputs(args, config, ga: int, grad_ckpt: bool, mixed_precision: st
             mixed_precision="bf16" if mixed_precision == "bf16" else "no",
             lora_r=args.lora_r,
             liger=args.liger,
+            grad_as_bucket_view=DDP_GRADIENT_AS_BUCKET_VIEW,
         )
         return spec, workload
     except Exception as exc:
@@ -754,7 +755,8 @@ def train(args: argparse.Namespace) -> int:
 
     n_params = sum(getattr(p, "ds_numel", p.numel()) for p in model.parameters())
     n_trainable = sum(getattr(p, "ds_numel", p.numel()) for p in model.parameters() if p.requires_grad)
-    spec, workload = estimator_inputs(args, config, ga, hf_ckpt or fsdp_ac, accelerator.mixed_precision)
+    qlora_ckpt = args.method == "qlora" and args.grad_checkpointing  # peft's prepare_model_for_kbit_training did it
+    spec, workload = estimator_inputs(args, config, ga, hf_ckpt or fsdp_ac or qlora_ckpt, accelerator.mixed_precision)
     if main and (args.save_every or args.export):
         ckpt = checkpoint_bytes(spec, workload, strategy, n_params, n_trainable, args.load_dtype)
         bytes_per = 2 if args.load_dtype == "bf16" else 4
@@ -798,7 +800,7 @@ def train(args: argparse.Namespace) -> int:
         data_format=data_format,
         blocks=len(blocks[0]),
         packed=args.pack,
-        grad_checkpointing="fsdp" if fsdp_ac else hf_ckpt,
+        grad_checkpointing="fsdp" if fsdp_ac else (hf_ckpt or qlora_ckpt),
         resumed_from=str(resume_from) if resume_from else None,
         flops_per_token=flops,
         flops_source=flops_src,

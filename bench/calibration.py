@@ -50,10 +50,16 @@ class Row:
     """Measured tokens/s per GPU."""
     from_matrix: bool = False
     """Written by bench/run_matrix.py (every strategy under one harness, so they can be ranked)."""
+    compiled: bool = False
+    """Run under torch.compile (Accelerate's regional compilation): the estimator does not model it and the generator
+    does not emit it, so the row is shown but kept out of the targets and the ranking."""
+    bucket_view: bool = True
+    """DDP gradient_as_bucket_view: on in train.py (matrix rows), off under plain Accelerate (memory-phase rows)."""
 
     @property
     def label(self) -> str:
-        extra = (" lora" if self.method == "lora" else "") + (" liger" if self.liger else "")
+        extra = (f" {self.method}" if self.method != "full" else "") + (" liger" if self.liger else "")
+        extra += " compile" if self.compiled else ""
         ckpt = "ckpt" if self.ckpt else "no-ckpt"
         return f"{self.gpus}x {self.strategy}{extra} {self.load_dtype} s{self.seq_len} mb{self.micro_batch} {ckpt}"
 
@@ -67,6 +73,7 @@ class Row:
             grad_checkpointing=self.ckpt,
             load_dtype=self.load_dtype,
             liger=self.liger,
+            grad_as_bucket_view=self.bucket_view,
         )
 
 
@@ -98,6 +105,7 @@ def _matrix_rows(name: str, data: dict) -> list[Row]:
                 reserved_gb=m.get("peak_reserved_gb") if c.get("status") == "ok" else None,
                 tps=m.get("tokens_per_s_per_gpu") if c.get("status") == "ok" else None,
                 from_matrix=True,
+                compiled="--dynamo_backend" in cmd,
             )
         )
     return rows
@@ -135,7 +143,10 @@ def load_rows(files: dict[str, dict]) -> list[Row]:
         elif data.get("rows") and "forward_gb" in data["rows"][0]:
             for r in data["rows"]:
                 peak = max(r["forward_gb"], r["backward_gb"])
-                rows.append(_plain_row(name, machine, r, alloc_gb=peak, reserved_gb=r["reserved_gb"]))
+                # tests/test_estimate_gpu.py prepares with plain Accelerate: DDP's gradient_as_bucket_view is off.
+                rows.append(
+                    _plain_row(name, machine, r, alloc_gb=peak, reserved_gb=r["reserved_gb"], bucket_view=False)
+                )
         elif data.get("rows") and "step_s" in data["rows"][0]:
             rows += _step_rows(name, machine, data["rows"])
     return rows

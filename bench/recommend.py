@@ -1,10 +1,14 @@
-"""The planner's pick for each measured machine and workload, against the fastest measured configuration that fit."""
+"""The planner's pick for each measured machine and workload, against the fastest measured configuration that fit.
+
+"Fits" means what the planner promises: the measured peak reserved memory stays within the usable memory (the card
+less the default 10% headroom and the memory outside the allocator). A cell that ran at 99% of the card ran, but a
+longer run, another data order or a driver update can push it over, and the planner rightly refuses it."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bench.calibration import MODEL, Row
+from bench.calibration import MODEL, Row, predict
 from generator.errors import UserError
 from generator.model import load_model
 from generator.plan.planner import make_plan
@@ -22,7 +26,7 @@ class Verdict:
     recommended: str
     """Strategy and checkpointing the planner picks, or why it picks nothing."""
     fastest: str
-    """Fastest measured cell that ran (did not run out of memory), or '-'."""
+    """Fastest measured cell that ran within the usable memory, or '-'."""
     fastest_tps: float | None
     recommended_tps: float | None
     """Measured tokens/s of the recommended cell; None when it was not measured or did not run."""
@@ -35,27 +39,40 @@ def _cell(strategy: str, ckpt: bool) -> str:
     return f"{strategy} {'ckpt' if ckpt else 'no-ckpt'}"
 
 
-def planner_pick(gpus: int, method: str, seq: int, mb: int, load: str, busbw: dict[int, float]) -> tuple[str, bool]:
+def planner_pick(
+    gpus: int, method: str, seq: int, mb: int, load: str, busbw: dict[int, float], liger: bool = False
+) -> tuple[str, bool]:
     request = PlanRequest(
-        method=method, seq_len=seq, micro_batch=mb, global_batch=mb * gpus, num_gpus=gpus, load_dtype=load
+        method=method,
+        seq_len=seq,
+        micro_batch=mb,
+        global_batch=mb * gpus,
+        num_gpus=gpus,
+        load_dtype=load,
+        liger=liger,
     )
     bandwidth = {frozenset(range(gpus)): busbw[gpus]} if gpus in busbw else None
     plan = make_plan(load_machine(REFERENCE_MACHINE), load_model(MODEL), request, bandwidth=bandwidth)
     return plan.strategy, plan.workload.grad_checkpointing
 
 
+def fits_usable(row: Row, busbw: dict[int, float]) -> bool:
+    """Measured peak reserved within the planner's usable memory for this row's GPUs."""
+    return row.reserved_gb is not None and row.reserved_gb <= predict(row, busbw).capacity_gb
+
+
 def verdicts(rows: list[Row], busbw: dict[int, float]) -> list[Verdict]:
-    """One per (matrix file, GPUs, method, seq, micro-batch, load dtype) group of matrix cells."""
+    """One per (matrix file, GPUs, method, seq, micro-batch, load dtype, Liger) group of matrix cells."""
     groups: dict[tuple, list[Row]] = {}
-    for r in (r for r in rows if r.from_matrix):
-        groups.setdefault((r.source, r.gpus, r.method, r.seq_len, r.micro_batch, r.load_dtype), []).append(r)
+    for r in (r for r in rows if r.from_matrix and not r.compiled):
+        groups.setdefault((r.source, r.gpus, r.method, r.seq_len, r.micro_batch, r.load_dtype, r.liger), []).append(r)
     out = []
-    for (source, gpus, method, seq, mb, load), cells in sorted(groups.items()):
-        name = f"{source.removesuffix('.json')} {gpus} GPU {method} s{seq} mb{mb} {load}"
-        ran = [c for c in cells if c.status == "ok" and c.tps]
+    for (source, gpus, method, seq, mb, load, liger), cells in sorted(groups.items()):
+        name = f"{source.removesuffix('.json')} {gpus} GPU {method} s{seq} mb{mb} {load}" + (" liger" if liger else "")
+        ran = [c for c in cells if c.status == "ok" and c.tps and fits_usable(c, busbw)]
         best = max(ran, key=lambda c: (c.tps, c.strategy, c.ckpt), default=None)
         try:
-            strategy, ckpt = planner_pick(gpus, method, seq, mb, load, busbw)
+            strategy, ckpt = planner_pick(gpus, method, seq, mb, load, busbw, liger)
         except UserError as exc:
             fastest = _cell(best.strategy, best.ckpt) if best else "-"
             out.append(Verdict(name, f"none ({exc})", fastest, best and best.tps, None, None, "no pick"))

@@ -78,7 +78,7 @@ def build(files: dict[str, dict]) -> tuple[str, dict]:
         if r.tps is not None:
             tput.append((r, e, error_pct(e.tokens_per_s_per_gpu, r.tps)))
     recs = verdicts(rows, busbw)
-    results = judge(mem, tput, recs)
+    results = judge([m for m in mem if not m[0].compiled], [t for t in tput if not t[0].compiled], recs)
     # The planner's usable memory for the multi-GPU rows (context and NCCL buffers outside the allocator).
     capacity = max((e.capacity_gb for _, e, _, _ in mem), default=0.0)
     md = [
@@ -93,6 +93,8 @@ def build(files: dict[str, dict]) -> tuple[str, dict]:
     ]
     md += _table(["target", "rows", "result", "worst"], [[t.name, str(t.rows), t.result, t.worst] for t in results])
     md += ["", *(line for t in results if t.result == "missed" for line in explain(t))]
+    if any(r.compiled for r, *_ in mem):
+        md += ["- Rows labelled compile ran under torch.compile, which the estimator does not model: shown, unscored."]
     md += [IN_SAMPLE] if not any(r.from_matrix for r in rows) else []
     md += ["", "## Peak memory per GPU (GB)", "", f"![peak memory]({PLOTS['memory']})", ""]
     md += _table(
@@ -120,9 +122,16 @@ def build(files: dict[str, dict]) -> tuple[str, dict]:
         [[r.label, r.source, _f(r.tps, "{:.0f}"), _f(e.tokens_per_s_per_gpu, "{:.0f}"), _pct(et)] for r, e, et in tput],
     )
     md += ["", "## Recommendation vs fastest measured", ""]
+    md += [
+        "Fastest that fits: the fastest cell of the group whose measured peak reserved memory stayed within the "
+        "planner's usable memory (the card less the default 10% headroom and the memory outside the allocator). "
+        "Rows run with Liger are their own groups (a user flag, not a planner choice); torch.compile rows are left out "
+        "(the generator does not emit compilation, and the estimator does not model it).",
+        "",
+    ]
     if recs:
         md += _table(
-            ["machine / workload", "planner picks", "measured tokens/s", "fastest that ran", "tokens/s", "regret"],
+            ["machine / workload", "planner picks", "measured tokens/s", "fastest that fits", "tokens/s", "regret"],
             [
                 [
                     v.group,

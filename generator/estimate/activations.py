@@ -29,8 +29,11 @@ LOSS_BACKWARD_BYTES = 12.0  # loss backward: log-softmax 4 + d(log-softmax) 4 + 
 
 
 def residual_bytes(workload: Workload, strategy: str) -> int:
-    """Bytes per element of the residual stream: fp32 only when fp32 weights run under autocast outside DeepSpeed."""
-    if strategy in DEEPSPEED or workload.method == "qlora":
+    """Bytes per element of the residual stream: fp32 when fp32 weights run under autocast outside DeepSpeed, and
+    always under QLoRA (peft casts the embeddings to fp32, so the stream starts fp32 and autocast keeps it)."""
+    if workload.method == "qlora":
+        return 4
+    if strategy in DEEPSPEED:
         return 2
     return 4 if workload.load_dtype == "fp32" and strategy == "ddp" else 2
 
@@ -72,17 +75,20 @@ def activation_terms(model: ModelSpec, workload: Workload, strategy: str) -> dic
     # Mistral-7B, see tests/test_estimate_gpu.py); late in backward one layer's recomputed casts are alive.
     # Frozen (LoRA) weights are not cached; without checkpointing their casts stay saved for backward anyway.
     all_casts = layer_casts = 0.0
-    if r == 4:
+    # An fp32 lm_head's bf16 autocast copy: cached to the loss, then saved for lm_head's own backward.
+    lm_head_cast = 0.0 if model.tie_embeddings or r != 4 else 2.0 * model.vocab_size * model.hidden_size
+    if workload.method == "qlora":
+        layer_casts = 2.0 * model.hidden_size * model.intermediate_size  # bitsandbytes dequantises one linear at a time
+        all_casts = lm_head_cast
+    elif r == 4:
         layer_casts = 2.0 * model.params_per_layer
         if workload.method == "full" or not workload.grad_checkpointing:
             all_casts = 2.0 * (model.params_total - model.params_embedding)
-    if workload.method == "qlora":  # bitsandbytes dequantises one linear at a time to bf16
-        layer_casts = 2.0 * model.hidden_size * model.intermediate_size
     if workload.grad_checkpointing:
         held = {"checkpoints": layers * r * h * tokens}
         working = {"layer_recompute": per_layer, "backward_transient": transient}
         bwd = {"checkpoints": r * h * tokens, **working}
-        start_casts = layer_casts
+        start_casts = layer_casts + lm_head_cast
     else:
         held = {"activations": layers * per_layer}
         working = {"backward_transient": transient}

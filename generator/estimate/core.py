@@ -16,13 +16,17 @@ from generator.model.types import ModelSpec
 #   FSDP2 on 2 GPUs: 1.073; without checkpointing 1.234; without reshard after forward 1.285 (unsharded layers
 #   gathered in forward and freed one by one in backward leave holes)
 #   DeepSpeed on 2 GPUs: ZeRO-1 and ZeRO-2 1.250 (the step's flat gradient copies), ZeRO-3 1.149
-# Values without checkpointing where not measured: the measured value + 0.08, the single-process increase (predicted).
+# train.py on 2x H200 (fp32 load, bench/results/h200-x2-2026-11-30.json), without checkpointing: DDP one GPU 1.082,
+#   FSDP2 1.239, FSDP2 without reshard 1.197-1.199 (all activations freed in one backward leave fewer holes than the
+#   checkpointed case's per-layer regathers), ZeRO-1 1.306, ZeRO-3 1.108; QLoRA on one GPU with checkpointing 1.210
+#   (loading quantises weight by weight and leaves the pool with holes; about 2 GB on a 10 GB job).
 FRAGMENTATION = {
+    "qlora": (0.21, 0.29),
     "ddp": (0.03, 0.11),
     "fsdp": (0.075, 0.235),
-    "fsdp_grad_op": (0.285, 0.365),
+    "fsdp_grad_op": (0.285, 0.20),
     "zero12": (0.25, 0.33),
-    "zero3": (0.15, 0.23),
+    "zero3": (0.15, 0.11),
 }
 # Outside the allocator entirely (max_memory_allocated never sees them), but they take GPU memory:
 CUDA_CONTEXT_GB = 0.6  # CUDA context + cuBLAS/cuDNN workspaces with lazy module loading (predicted)
@@ -35,7 +39,9 @@ def _framework(strategy: str) -> str:
     return "fsdp" if strategy in FSDP_FAMILY else "ddp"
 
 
-def _fragmentation_family(strategy: str) -> str:
+def _fragmentation_family(strategy: str, method: str) -> str:
+    if method == "qlora":
+        return "qlora"
     if strategy in DEEPSPEED:
         return "zero3" if strategy.startswith("zero3") else "zero12"
     return strategy if strategy == "fsdp_grad_op" else ("fsdp" if strategy in FSDP_FAMILY else "ddp")
@@ -104,7 +110,7 @@ def estimate(
     """Memory, communication and time of `strategy` for this model/workload/placement (all predicted)."""
     phase, breakdown = _memory(model, workload, placement, strategy)
     peak = sum(breakdown.values())
-    with_ckpt, without = FRAGMENTATION[_fragmentation_family(strategy)]
+    with_ckpt, without = FRAGMENTATION[_fragmentation_family(strategy, workload.method)]
     reserved = peak * (1 + (with_ckpt if workload.grad_checkpointing else without))
     outside = CUDA_CONTEXT_GB + (NCCL_BUFFERS_GB if placement.num_gpus > 1 else 0.0)
     capacity = placement.gpu_memory_gb * (1 - headroom) - outside

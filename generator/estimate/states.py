@@ -1,14 +1,18 @@
 """Model states per GPU (weights, gradients, optimizer states, framework buffers), per framework and training phase.
 
 What each framework really keeps (Accelerate 1.15, torch FSDP2, DeepSpeed 0.19; see memory-and-bandwidth.md):
-- DDP: parameters keep their load dtype (Accelerate's bf16 only adds autocast), grads and AdamW m/v in that dtype,
-  plus the Reducer's gradient bucket copy unless gradient_as_bucket_view. One GPU: no DDP wrapper, no bucket.
+- DDP: parameters keep their load dtype (Accelerate's bf16 only adds autocast), grads and AdamW m/v in that dtype.
+  On several GPUs the Reducer's buckets live for the whole run: with gradient_as_bucket_view they are the gradients
+  (so zero_grad(set_to_none) frees nothing and the gradients are alive in forward too: 2x H200, fp32 load, measured
+  134.4 GB from the second step on against 117.0 on one GPU, where autograd frees them between steps); without it
+  the buckets are a second gradient copy. One GPU: no DDP wrapper, no bucket.
 - DeepSpeed: module cast to bf16, fp32 master weights + fp32 Adam always. ZeRO-1 4 + 12/N, ZeRO-2 2 + 14/N,
   ZeRO-3 16/N bytes/param (ZeRO paper, Rajbhandari et al. 2020, fig. 1), plus buckets and, in the step, the fp32
   copy of this rank's gradient partition. The YAML path leaves bucket sizes at DeepSpeed's defaults (5e8 elements).
 - FSDP2: Accelerate upcasts trainable shards to fp32 under mixed precision: 16/N, plus bf16 unsharded units in flight.
 - LoRA: frozen base, adapters upcast to fp32 by peft (autocast_adapter_dtype) with fp32 AdamW: 16 bytes/adapter param.
-- QLoRA: NF4 base (0.5 byte/param + double-quantised block constants), embeddings and lm_head stay bf16.
+- QLoRA: NF4 base (0.5 byte/param + double-quantised block constants); peft's prepare_model_for_kbit_training casts
+  every other parameter (embeddings, lm_head, norms) to fp32.
 Phases: "forward_end" (the loss and its gradient buffers), "backward_start" (the last decoder layer's backward, all
 activations still held), "backward_end" (the first decoder layer's backward, nearly all gradients held), "optimizer"
 (the step). Bytes in, GB out happens in core.
@@ -74,8 +78,8 @@ def _frozen_base_bytes(model: ModelSpec, workload: Workload, strategy: str) -> f
     """LoRA/QLoRA frozen base weights on one GPU (before sharding)."""
     p = model.params_total
     if workload.method == "qlora":
-        kept_bf16 = model.params_embedding + (0 if model.tie_embeddings else model.vocab_size * model.hidden_size)
-        return (p - kept_bf16) * NF4_BYTES_PER_PARAM + 2 * kept_bf16
+        kept_fp32 = model.params_embedding + (0 if model.tie_embeddings else model.vocab_size * model.hidden_size)
+        return (p - kept_fp32) * NF4_BYTES_PER_PARAM + 4 * kept_fp32
     return p * (2 if strategy in DEEPSPEED else load_bytes(workload))
 
 
@@ -130,10 +134,13 @@ def model_states(model: ModelSpec, workload: Workload, placement: Placement, str
         every("weights", t * wb)
         # Late in backward (first decoder layer) the embedding's gradient is not allocated yet; the step has it.
         late = t - (model.params_embedding if full and not accum else 0)
+        every("optimizer_states", t * (_optimizer_bytes(workload, wb) if full else LORA_STATE_BYTES - 8))
+        if placement.num_gpus > 1 and workload.grad_as_bucket_view:
+            every("grads", t * wb)  # the Reducer's buckets, allocated once and never freed
+            return terms
         every("grads", t * wb, tuple(ph for ph in grad_phases if ph != "backward_end"))
         every("grads", late * wb, ("backward_end",))
-        every("optimizer_states", t * (_optimizer_bytes(workload, wb) if full else LORA_STATE_BYTES - 8))
-        if placement.num_gpus > 1 and not workload.grad_as_bucket_view:
+        if placement.num_gpus > 1:
             every("ddp_grad_bucket", t * wb)
         return terms
     opt = _optimizer_bytes(workload, 4.0)
@@ -161,6 +168,11 @@ def model_states(model: ModelSpec, workload: Workload, placement: Placement, str
         # Backward: stage 1 holds full bf16 grads (reduced after backward), stage 2 its reduced partition; the
         # optimizer's backward() allocates one contiguous-gradient buffer of reduce_bucket_size elements.
         in_backward = tuple(ph for ph in grad_phases if ph != "optimizer")
+        if stage == 2 and not accum:
+            # Stage 2 allocates a rank's whole gradient partition when the first gradient of it is reduced. The last
+            # rank owns the last layers and lm_head, whose gradients come first: its partition is alive beside all
+            # activations (2x H200, no checkpointing: rank 1 peaked 94.4 GB, rank 0 and ZeRO-1 89.0 GB).
+            in_backward = ("backward_start", *in_backward)
         every("grads_bf16", 0.0 if offload_opt else 2.0 * t / (1 if stage == 1 else n), in_backward)
         every("ds_buckets", 2.0 * DS_REDUCE_BUCKET_ELEMS, ("backward_start", "backward_end"))
         if not offload_opt:

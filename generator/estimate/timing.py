@@ -1,10 +1,14 @@
-"""Predicted optimizer-step time: matmul compute + memory-bound passes + CPU optimizer + communication not hidden.
+"""Predicted optimizer-step time: matmul + attention compute, memory-bound passes, CPU optimizer, exposed communication.
 
-compute  = hardware FLOPs (recompute included) / (dense bf16 peak x SUSTAINED_EFFICIENCY)
-memory   = bytes the fused AdamW update, autocast weight casts and collective copies stream through HBM
-           / (HBM x HBM_EFFICIENCY)
+compute  = (matmul FLOPs / MATMUL_EFFICIENCY + attention FLOPs / ATTENTION_EFFICIENCY) / dense bf16 peak
+           (hardware FLOPs: recompute included; frozen weights skip the weight-gradient GEMMs), less Liger's share
+memory   = bytes the fused AdamW update, autocast weight casts, collective copies, LoRA adapter passes and QLoRA
+           dequantisation stream through HBM / (HBM x HBM_EFFICIENCY), plus DeepSpeed's fitted overhead
 exposed  = comm - min(overlappable comm, OVERLAP_EFFICIENCY x the compute it can hide behind)
 step     = compute + memory + cpu optimizer + host copies + exposed comm
+
+Fitted to 2x H200 measurements (bench/results/: the 2026-11-30 matrix under train.py, the topo README's single-GPU
+steps and tests/test_estimate_gpu.py's DeepSpeed steps); each constant names the rows it was fitted to.
 """
 
 from __future__ import annotations
@@ -13,16 +17,22 @@ from dataclasses import dataclass
 
 from generator.estimate.comm import Comm
 from generator.estimate.hardware import gpu_rates
-from generator.estimate.states import load_bytes, shard_count, trainable_params
+from generator.estimate.states import load_bytes, lora_params, shard_count, trainable_params
 from generator.estimate.types import Placement, Workload
-from generator.model.sizing import flops_per_token, hardware_flops_per_token
+from generator.model.sizing import attention_span, flops_per_token
 from generator.model.types import ModelSpec
 
-# Fraction of the dense bf16 peak the decoder's matmuls sustain (hardware FLOPs, recompute included).
-# Calibrated: one H200, Mistral-7B loaded in bf16, seq 4096, micro-batch 1, full checkpointing, fused AdamW, SDPA,
-# measured 0.607 s/step (shared/topo/README.md); minus the predicted 26 ms AdamW pass this leaves 0.581 s for
-# 4096 x 65.47 GFLOP. Used for every GPU model and sequence length (short micro-steps run less efficiently: unmodelled).
-SUSTAINED_EFFICIENCY = 0.467
+# Fraction of the dense bf16 peak the decoder's GEMMs (6N per token, 8N with recompute) sustain, memory-bound
+# elementwise passes between them included. Calibrated: one H200, Mistral-7B loaded in bf16, seq 4096, micro-batch 1,
+# full checkpointing, fused AdamW, SDPA, measured 0.607 s/step (shared/topo/README.md), with the attention share below
+# taken out. Used for every GPU model.
+MATMUL_EFFICIENCY = 0.514
+# Fraction of the dense bf16 peak SDPA's attention kernels sustain on 12*L*h*s FLOPs per token (causal masking not
+# halved, as in the MFU convention). Lower than the GEMMs': FlashAttention-2-class kernels reach a smaller share of
+# the tensor peak, and the causal half they skip is still counted. Fitted to the 8 pairs of 2x H200 matrix rows that
+# differ only in seq 4096 x mb1 vs seq 1024 x mb4 (same tokens; ddp/fsdp/fsdp_grad_op/zero1/zero2/LoRA, with and
+# without checkpointing): every pair gives 0.28-0.30. Without it seq-1024 rows were predicted 3-9% too slow.
+ATTENTION_EFFICIENCY = 0.29
 # Fraction of HBM bandwidth a streaming elementwise pass (fused AdamW, dtype casts) reaches. Assumed, not measured;
 # with it the fp32-loaded point of the same run is predicted at 0.667 s against 0.684 s measured.
 HBM_EFFICIENCY = 0.8
@@ -38,11 +48,37 @@ OVERLAP_EFFICIENCY = {"ddp": 0.0, "sharded": 0.0}
 # foreach_all_gather / foreach_reduce design, not measured.
 GATHER_COPY_BYTES = 6.0
 REDUCE_COPY_BYTES = 4.0
-# DeepSpeed time beyond compute, HBM passes and its collectives, seconds per micro-step per billion parameters (hooks,
-# flatten/copy kernels, the un-overlapped reduction epilogue). Fitted to one measurement each on 2x H200 (Mistral-7B,
-# bf16 load, seq 4096, checkpointing; tests/test_estimate_gpu.py): ZeRO-1 0.747 s, ZeRO-2 0.744 s, ZeRO-3 1.269 s per
-# step against 0.665 / 0.665 / 0.721 s predicted without it. Scaling with parameter count is an assumption.
-DEEPSPEED_OVERHEAD_S_PER_BPARAM = {"zero12": 0.011, "zero3": 0.0757}
+# ZeRO-1/2 time beyond compute, HBM passes and collectives, seconds per micro-step (ZeRO-1: per optimizer step) per
+# billion parameters (hooks, flatten/copy kernels, the un-overlapped reduction epilogue). Fitted to
+# tests/test_estimate_gpu.py on 2x H200 (Mistral-7B, bf16 load, seq 4096, checkpointing): ZeRO-1 0.747 s, ZeRO-2
+# 0.744 s; the matrix's 6 fp32-load ZeRO-1/2 rows land within 4% with it. Scaling with parameter count is assumed.
+DEEPSPEED_OVERHEAD_S_PER_BPARAM = 0.011
+# ZeRO-3 time beyond compute, HBM passes and collectives, seconds per forward or backward pass per billion parameters:
+# every pass fetches and releases each submodule's parameters through Python hooks (and the recompute of activation
+# checkpointing is a third pass that gathers them all again), so the cost follows passes, not micro-steps. Fitted
+# (minimax) to the 4 ZeRO-3 rows on 2x H200, Mistral-7B, seq 4096 unless noted: bf16 load + ckpt 1.269 s (a single
+# timed step of tests/test_estimate_gpu.py), fp32 load + ckpt 1.047 s, seq 1024 x mb4 + ckpt 0.891 s, no ckpt
+# 0.814 s (matrix medians over 18 steps, which scatter +-15% step to step).
+ZERO3_OVERHEAD_S_PER_PASS_PER_BPARAM = 0.0183
+# LoRA adapter traffic, HBM bytes per token per unit of adapted width (sum of in + out features over the adapted
+# linears) per forward pass; backward costs LORA_BACKWARD_PASSES forward passes. Each adapted linear adds peft's
+# memory-bound work beside its GEMM: the input cast to the fp32 adapter dtype and back to bf16 under autocast, the
+# rank-r matmuls that read the whole input and write the whole output, the scaling multiply and the add into the
+# base output; backward mirrors each with gradient reads/writes plus the input-gradient accumulation. Fitted to the
+# 5 LoRA rows (1x/2x DDP, seq 4096, ckpt on/off; 2x seq 1024 x mb4 ckpt; rank 16, q/k/v/o/gate/up/down); without it
+# they were predicted 48-65% too fast.
+LORA_BYTES_PER_TOKEN_WIDTH = 12.7
+LORA_BACKWARD_PASSES = 3.0
+# QLoRA: bitsandbytes dequantises every 4-bit (NF4, double-quantised) weight to bf16 at each use: forward, the
+# recompute, and backward (the input gradient needs the weight again). Effective HBM bytes per quantised parameter per
+# use; far above the 2.5 bytes it moves (0.5 read + 2 written) because the dequantisation kernel reaches a small
+# share of the bandwidth. Fitted to the one QLoRA row (1x H200, seq 4096, ckpt: 0.778 s/step).
+QLORA_DEQUANT_BYTES_PER_PARAM = 25.7
+# Liger's fused RMSNorm / SwiGLU / RoPE / linear cross-entropy kernels remove memory-bound elementwise passes that
+# MATMUL_EFFICIENCY otherwise absorbs; they scale with tokens and passes as the compute does, so the saving is a share
+# of the compute time. Fitted to the 4 Liger rows on 2x H200 (FSDP2, fp32 load, no ckpt, seq 4096, mb 1/2/4 and
+# issue 5's mb 2): they ran 6-14% faster than the same model without Liger predicts.
+LIGER_COMPUTE_SAVING = 0.11
 # DeepSpeed CPU-Adam throughput per machine (parameters updated per second). Assumed from the ZeRO-Offload paper's
 # order of magnitude (Ren et al. 2021: CPU-Adam updates ~1e9 params in well under a second on one socket).
 CPU_ADAM_PARAMS_PER_S = 2e9
@@ -53,9 +89,10 @@ _ADAM_PASSES = 2
 @dataclass(frozen=True)
 class Timing:
     compute_s: float
-    """Matmul time of all micro-steps (recompute included)."""
+    """Matmul and attention time of all micro-steps (recompute included, Liger's saving taken off)."""
     memory_s: float
-    """HBM-bound passes (optimizer update, autocast casts, collective copies) and DeepSpeed's fitted overhead."""
+    """HBM-bound passes (optimizer update, autocast casts, collective copies, LoRA adapters, QLoRA dequantisation)
+    and DeepSpeed's fitted overhead."""
     cpu_s: float
     """CPU optimizer time (offload)."""
     exposed_comm_s: float
@@ -65,6 +102,25 @@ class Timing:
     tokens_per_s_per_gpu: float
     mfu: float
     """Model FLOPs (6N + 12*L*h*s) per second over the dense bf16 peak."""
+
+
+def _forward_passes(workload: Workload) -> int:
+    """Forward passes per micro-step: activation checkpointing reruns the forward inside backward."""
+    return 2 if workload.grad_checkpointing else 1
+
+
+def _compute_s(model: ModelSpec, workload: Workload, peak_flops: float) -> float:
+    """Matmul + attention seconds of one optimizer step on one GPU."""
+    tokens = workload.seq_len * workload.micro_batch * workload.grad_accum
+    fwd = _forward_passes(workload)
+    # Forward 2N per token; backward 4N (input and weight gradients), only 2N when the weights are frozen.
+    backward = 4.0 if workload.method == "full" else 2.0
+    matmul = (2.0 * fwd + backward) * model.matmul_params_active
+    # Attention has no weights: its backward is 2x its forward whatever is frozen (12*L*h*s = forward 4 + backward 8).
+    attn = 12 * model.num_layers * model.num_heads * model.head_dim * attention_span(model, workload.seq_len)
+    attn *= (fwd + 2) / 3
+    seconds = tokens * (matmul / MATMUL_EFFICIENCY + attn / ATTENTION_EFFICIENCY) / peak_flops
+    return seconds * (1 - LIGER_COMPUTE_SAVING) if workload.liger else seconds
 
 
 def _update_bytes(model: ModelSpec, workload: Workload, placement: Placement, strategy: str) -> float:
@@ -83,11 +139,12 @@ def _update_bytes(model: ModelSpec, workload: Workload, placement: Placement, st
 
 def _cast_bytes(model: ModelSpec, workload: Workload, strategy: str) -> float:
     """fp32 weights under autocast (DDP): each forward (and recompute) casts them to bf16 (read 4 + write 2 bytes),
-    and backward casts the bf16 weight gradients into the fp32 .grad (read 2 + write 4)."""
-    if strategy != "ddp" or workload.load_dtype != "fp32" or workload.method != "full":
+    and backward casts the bf16 weight gradients into the fp32 .grad (read 2 + write 4). A frozen LoRA base is cast
+    the same way in every forward but has no weight gradients; a QLoRA base is 4-bit (see _dequant_bytes)."""
+    if strategy != "ddp" or workload.load_dtype != "fp32" or workload.method == "qlora":
         return 0.0
-    passes = 2 if workload.grad_checkpointing else 1
-    return workload.grad_accum * model.params_total * (6.0 * passes + 6.0)
+    grads = 6.0 if workload.method == "full" else 0.0
+    return workload.grad_accum * model.params_total * (6.0 * _forward_passes(workload) + grads)
 
 
 def _collective_copy_bytes(model: ModelSpec, workload: Workload, strategy: str) -> float:
@@ -99,23 +156,46 @@ def _collective_copy_bytes(model: ModelSpec, workload: Workload, strategy: str) 
     return model.params_total * (gathers * workload.grad_accum * GATHER_COPY_BYTES + reduces * REDUCE_COPY_BYTES)
 
 
+def _adapter_bytes(model: ModelSpec, workload: Workload) -> float:
+    """peft's memory-bound passes around every adapted linear (LoRA and QLoRA)."""
+    if workload.method == "full":
+        return 0.0
+    tokens = workload.seq_len * workload.micro_batch * workload.grad_accum
+    passes = _forward_passes(workload) + LORA_BACKWARD_PASSES
+    return tokens * lora_params(model, 1) * LORA_BYTES_PER_TOKEN_WIDTH * passes
+
+
+def _dequant_bytes(model: ModelSpec, workload: Workload) -> float:
+    """QLoRA: every use of a 4-bit weight (each forward, backward) dequantises it; embeddings and lm_head stay fp32."""
+    if workload.method != "qlora":
+        return 0.0
+    quantised = model.params_total - model.params_embedding - (0 if model.tie_embeddings else model.params_embedding)
+    uses = _forward_passes(workload) + 1
+    return workload.grad_accum * quantised * uses * QLORA_DEQUANT_BYTES_PER_PARAM
+
+
+def _deepspeed_s(model: ModelSpec, workload: Workload, strategy: str) -> float:
+    """DeepSpeed's fitted overhead beyond the modelled traffic (zero for other strategies)."""
+    bparams = model.params_total / 1e9
+    if strategy.startswith("zero3"):
+        passes = _forward_passes(workload) + 1
+        return ZERO3_OVERHEAD_S_PER_PASS_PER_BPARAM * passes * workload.grad_accum * bparams
+    if strategy.startswith("zero"):
+        # ZeRO-1 reduces once per optimizer step; ZeRO-2 hooks every micro-step's backward.
+        times = 1 if strategy == "zero1" else workload.grad_accum
+        return DEEPSPEED_OVERHEAD_S_PER_BPARAM * times * bparams
+    return 0.0
+
+
 def step_timing(model: ModelSpec, workload: Workload, placement: Placement, strategy: str, comm: Comm) -> Timing:
     rates = gpu_rates(placement.gpu_name)
     tokens = workload.seq_len * workload.micro_batch * workload.grad_accum
-    hw = hardware_flops_per_token(model, workload.seq_len, workload.grad_checkpointing) * tokens
-    if workload.method != "full":
-        # Frozen weights need no weight gradients: backward does the input-gradient half only (4N instead of 6N).
-        hw *= 4.0 / 6.0 if not workload.grad_checkpointing else 6.0 / 8.0
-    compute = hw / (rates.dense_bf16_tflops * 1e12 * SUSTAINED_EFFICIENCY)
+    compute = _compute_s(model, workload, rates.dense_bf16_tflops * 1e12)
     moved = _update_bytes(model, workload, placement, strategy) + _cast_bytes(model, workload, strategy)
     moved += _collective_copy_bytes(model, workload, strategy)
-    memory = moved / (rates.hbm_tbps * 1e12 * HBM_EFFICIENCY)
+    moved += _adapter_bytes(model, workload) + _dequant_bytes(model, workload)
+    memory = moved / (rates.hbm_tbps * 1e12 * HBM_EFFICIENCY) + _deepspeed_s(model, workload, strategy)
     cpu = 0.0
-    if strategy.startswith("zero"):
-        family = "zero3" if strategy.startswith("zero3") else "zero12"
-        # ZeRO-1 reduces once per optimizer step; ZeRO-2/3 hook every micro-step's backward.
-        times = 1 if strategy == "zero1" else workload.grad_accum
-        memory += DEEPSPEED_OVERHEAD_S_PER_BPARAM[family] * times * model.params_total / 1e9
     if strategy.endswith("_offload"):
         cpu = trainable_params(model, workload) / (placement.num_machines * CPU_ADAM_PARAMS_PER_S)
     # DDP buckets fire during backward (2/3 of a step, 3/4 with recompute); sharded gathers span the whole step.

@@ -40,8 +40,9 @@ class Workload:
     lora_r: int = 16
     liger: bool = False
     """Liger fused kernels (fused linear cross-entropy: no full logits tensor)."""
-    grad_as_bucket_view: bool = False
-    """DDP `gradient_as_bucket_view` (Accelerate's default is False: the Reducer then keeps a second gradient copy)."""
+    grad_as_bucket_view: bool = True
+    """DDP `gradient_as_bucket_view`: train.py turns it on (the gradients are views into the Reducer's buckets, which
+    live for the whole run); Accelerate's own default is False (the Reducer keeps a second gradient copy)."""
 
 
 @dataclass(frozen=True)
