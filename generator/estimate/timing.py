@@ -58,15 +58,18 @@ DEEPSPEED_OVERHEAD_S_PER_BPARAM = 0.011
 # checkpointing is a third pass that gathers them all again), so the cost follows passes, not micro-steps. Fitted
 # (minimax) to the 4 ZeRO-3 rows on 2x H200, Mistral-7B, seq 4096 unless noted: bf16 load + ckpt 1.269 s (a single
 # timed step of tests/test_estimate_gpu.py), fp32 load + ckpt 1.047 s, seq 1024 x mb4 + ckpt 0.891 s, no ckpt
-# 0.814 s (matrix medians over 18 steps, which scatter +-15% step to step).
+# 0.814 s (matrix medians over 18 steps, which scatter +-15% step to step). The single-step row and the seq-1024 row
+# end at opposite ends, about 13% each on tokens/s; the other two within 7%.
 ZERO3_OVERHEAD_S_PER_PASS_PER_BPARAM = 0.0183
 # LoRA adapter traffic, HBM bytes per token per unit of adapted width (sum of in + out features over the adapted
 # linears) per forward pass; backward costs LORA_BACKWARD_PASSES forward passes. Each adapted linear adds peft's
 # memory-bound work beside its GEMM: the input cast to the fp32 adapter dtype and back to bf16 under autocast, the
 # rank-r matmuls that read the whole input and write the whole output, the scaling multiply and the add into the
 # base output; backward mirrors each with gradient reads/writes plus the input-gradient accumulation. Fitted to the
-# 5 LoRA rows (1x/2x DDP, seq 4096, ckpt on/off; 2x seq 1024 x mb4 ckpt; rank 16, q/k/v/o/gate/up/down); without it
-# they were predicted 48-65% too fast.
+# 5 LoRA rows (1x/2x DDP, fp32-loaded base, seq 4096, ckpt on/off; 2x seq 1024 x mb4 ckpt; rank 16,
+# q/k/v/o/gate/up/down): the ckpt/no-ckpt residuals (0.18 / 0.14 s) fix the backward at 3 forward passes, and 12.7
+# bytes is close to the ~10 that counting those reads/writes gives. Without it they were predicted 48-65% too fast.
+# Not measured under FSDP/DeepSpeed, whose bf16 activation stream should make the adapters somewhat cheaper.
 LORA_BYTES_PER_TOKEN_WIDTH = 12.7
 LORA_BACKWARD_PASSES = 3.0
 # QLoRA: bitsandbytes dequantises every 4-bit (NF4, double-quantised) weight to bf16 at each use: forward, the
