@@ -1,10 +1,17 @@
 """The step-time terms fitted to the 2x H200 benchmark matrix (bench/results/h200-x2-2026-11-30.json): attention
-efficiency, LoRA adapter passes, QLoRA dequantisation, ZeRO-3's per-pass overhead and Liger's saving."""
+efficiency, LoRA adapter passes, QLoRA dequantisation, ZeRO-3's per-pass overhead, Liger's saving and allocator
+retries at the card's limit."""
 
 import pytest
 
 from generator.estimate import Placement, Workload, estimate
-from generator.estimate.timing import LIGER_COMPUTE_SAVING
+from generator.estimate.comm import communication
+from generator.estimate.timing import (
+    ALLOCATOR_PRESSURE_FRACTION,
+    ALLOCATOR_RETRY_S_PER_MICRO_STEP,
+    LIGER_COMPUTE_SAVING,
+    step_timing,
+)
 from generator.model import load_model
 
 MISTRAL = load_model("mistral-7b")
@@ -96,3 +103,35 @@ def test_liger_saves_a_share_of_compute(micro_batch, measured_s):
     assert fused.compute_s == pytest.approx(plain.compute_s * (1 - LIGER_COMPUTE_SAVING))
     assert plain.step_s - fused.step_s == pytest.approx(plain.compute_s - fused.compute_s)
     assert abs(_tps_error(w, TWO, "fsdp", measured_s)) < 0.05
+
+
+def _timing_at(workload: Workload, placement: Placement, strategy: str, reserved_gb: float | None):
+    comm = communication(MISTRAL, workload, placement, strategy)
+    return step_timing(MISTRAL, workload, placement, strategy, comm, reserved_gb=reserved_gb)
+
+
+def test_allocator_retries_only_at_the_card_limit():
+    w = Workload(grad_checkpointing=False, grad_accum=2)
+    free = _timing_at(w, ONE, "fsdp", None)
+    assert _timing_at(w, ONE, "fsdp", 0.9 * ONE.gpu_memory_gb).step_s == free.step_s
+    full = _timing_at(w, ONE, "fsdp", 0.98 * ONE.gpu_memory_gb)
+    assert full.allocator_s == pytest.approx(2 * ALLOCATOR_RETRY_S_PER_MICRO_STEP)  # every micro-step retries
+    assert full.step_s == pytest.approx(free.step_s + full.allocator_s)
+
+
+@pytest.mark.parametrize(
+    ("placement", "strategy", "workload", "measured_s"),
+    [
+        (ONE, "fsdp", Workload(grad_checkpointing=False), 0.653),
+        (ONE, "ddp", Workload(grad_checkpointing=False), 0.568),
+        (TWO, "fsdp", Workload(grad_checkpointing=False, micro_batch=4, liger=True), 1.725),
+    ],
+)
+def test_rows_at_the_card_limit(placement, strategy, workload, measured_s):
+    """The three matrix rows whose reserved memory reached 148-149 of 150.75 GB, timed with the predicted reserved
+    memory (what the estimator hands step_timing): within the 15% target."""
+    reserved = estimate(MISTRAL, workload, placement, strategy).reserved_gb
+    assert reserved > ALLOCATOR_PRESSURE_FRACTION * placement.gpu_memory_gb
+    t = _timing_at(workload, placement, strategy, reserved)
+    measured_tps = workload.seq_len * workload.micro_batch / measured_s
+    assert t.tokens_per_s_per_gpu == pytest.approx(measured_tps, rel=0.15)

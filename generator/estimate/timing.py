@@ -5,7 +5,7 @@ compute  = (matmul FLOPs / MATMUL_EFFICIENCY + attention FLOPs / ATTENTION_EFFIC
 memory   = bytes the fused AdamW update, autocast weight casts, collective copies, LoRA adapter passes and QLoRA
            dequantisation stream through HBM / (HBM x HBM_EFFICIENCY), plus DeepSpeed's fitted overhead
 exposed  = comm - min(overlappable comm, OVERLAP_EFFICIENCY x the compute it can hide behind)
-step     = compute + memory + cpu optimizer + host copies + exposed comm
+step     = compute + memory + cpu optimizer + host copies + exposed comm (+ allocator retries at the memory limit)
 
 Fitted to 2x H200 measurements (bench/results/: the 2026-11-30 matrix under train.py, the topo README's single-GPU
 steps and tests/test_estimate_gpu.py's DeepSpeed steps); each constant names the rows it was fitted to.
@@ -82,6 +82,14 @@ QLORA_DEQUANT_BYTES_PER_PARAM = 25.7
 # of the compute time. Fitted to the 4 Liger rows on 2x H200 (FSDP2, fp32 load, no ckpt, seq 4096, mb 1/2/4 and
 # issue 5's mb 2): they ran 6-14% faster than the same model without Liger predicts.
 LIGER_COMPUTE_SAVING = 0.11
+# Caching-allocator retries when the working set sits at the card's limit: a failed cudaMalloc makes PyTorch free
+# its cached blocks (device-wide synchronise + cudaFree) and malloc again, every micro-step. Applies when the
+# predicted reserved memory exceeds ALLOCATOR_PRESSURE_FRACTION of the card (only with headroom below the planner's
+# default 10%). Fitted to the three matrix rows whose measured reserved reached 148-149 of 150.75 GB (1x DDP and 1x
+# FSDP2 fp32 without checkpointing, 2x FSDP2 Liger mb4; the 1x FSDP2 one alternates 0.59 / 0.67 s steps); every other
+# row stayed below 138 GB measured and 138 GB predicted and shows no such cost.
+ALLOCATOR_PRESSURE_FRACTION = 0.95
+ALLOCATOR_RETRY_S_PER_MICRO_STEP = 0.06
 # DeepSpeed CPU-Adam throughput per machine (parameters updated per second). Assumed from the ZeRO-Offload paper's
 # order of magnitude (Ren et al. 2021: CPU-Adam updates ~1e9 params in well under a second on one socket).
 CPU_ADAM_PARAMS_PER_S = 2e9
@@ -101,10 +109,12 @@ class Timing:
     exposed_comm_s: float
     """Collective time not hidden behind compute."""
     step_s: float
-    """Optimizer-step time: the sum of the above plus host copies."""
+    """Optimizer-step time: the sum of the above plus host copies and allocator retries."""
     tokens_per_s_per_gpu: float
     mfu: float
     """Model FLOPs (6N + 12*L*h*s) per second over the dense bf16 peak."""
+    allocator_s: float = 0.0
+    """Caching-allocator retries at the memory limit (zero unless the predicted reserved memory was given)."""
 
 
 def _forward_passes(workload: Workload) -> int:
@@ -190,7 +200,15 @@ def _deepspeed_s(model: ModelSpec, workload: Workload, strategy: str) -> float:
     return 0.0
 
 
-def step_timing(model: ModelSpec, workload: Workload, placement: Placement, strategy: str, comm: Comm) -> Timing:
+def step_timing(
+    model: ModelSpec,
+    workload: Workload,
+    placement: Placement,
+    strategy: str,
+    comm: Comm,
+    reserved_gb: float | None = None,
+) -> Timing:
+    """`reserved_gb`: the predicted peak reserved memory per GPU, for the allocator-pressure term (None: no term)."""
     rates = gpu_rates(placement.gpu_name)
     tokens = workload.seq_len * workload.micro_batch * workload.grad_accum
     compute = _compute_s(model, workload, rates.dense_bf16_tflops * 1e12)
@@ -206,7 +224,10 @@ def step_timing(model: ModelSpec, workload: Workload, placement: Placement, stra
     overlap = OVERLAP_EFFICIENCY["ddp" if strategy == "ddp" else "sharded"]
     hidden = min(comm.overlappable_s, overlap * window)
     exposed = max(0.0, comm.seconds - hidden)
-    step = compute + memory + cpu + comm.host_s + exposed
+    allocator = 0.0
+    if reserved_gb is not None and reserved_gb > ALLOCATOR_PRESSURE_FRACTION * placement.gpu_memory_gb:
+        allocator = ALLOCATOR_RETRY_S_PER_MICRO_STEP * workload.grad_accum
+    step = compute + memory + cpu + comm.host_s + exposed + allocator
     tps = tokens / step if step > 0 else 0.0
     mfu = tps * flops_per_token(model, workload.seq_len) / (rates.dense_bf16_tflops * 1e12)
-    return Timing(compute, memory, cpu, exposed, step, tps, mfu)
+    return Timing(compute, memory, cpu, exposed, step, tps, mfu, allocator)
