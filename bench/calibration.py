@@ -4,7 +4,8 @@ Four kinds of results file are understood, told apart by their keys:
 - matrix (`cells`): written by bench/run_matrix.py, one cell per (GPUs, strategy, method, seq, micro-batch, ckpt);
 - memory phases (`rows` with `forward_gb`): tests/test_estimate_gpu.py measurements;
 - step times (`rows` with `step_s`, or the topo README file's `step_times`);
-- probe (`subsets`): `python -m generator probe` bandwidth, which also supplies the busbw the predictions use.
+- probe (`subsets`): `python -m generator probe` bandwidth, which also supplies the busbw the predictions use;
+- trial (`measurements`): `plan --trial` calibration records (reserved memory and tokens/s; no allocated peak).
 """
 
 from __future__ import annotations
@@ -61,7 +62,8 @@ class Row:
         extra = (f" {self.method}" if self.method != "full" else "") + (" liger" if self.liger else "")
         extra += " compile" if self.compiled else ""
         ckpt = "ckpt" if self.ckpt else "no-ckpt"
-        return f"{self.gpus}x {self.strategy}{extra} {self.load_dtype} s{self.seq_len} mb{self.micro_batch} {ckpt}"
+        mb = f"mb{self.micro_batch}" + (f"x{self.grad_accum}" if self.grad_accum > 1 else "")
+        return f"{self.gpus}x {self.strategy}{extra} {self.load_dtype} s{self.seq_len} {mb} {ckpt}"
 
     @property
     def workload(self) -> Workload:
@@ -132,12 +134,36 @@ def _step_rows(name: str, machine: str, rows: list[dict]) -> list[Row]:
     return [_plain_row(name, machine, r, tps=r["seq_len"] * r["micro_batch"] / r["step_s"]) for r in rows]
 
 
+def _trial_rows(name: str, data: dict) -> list[Row]:
+    # train.py's defaults under plan --trial: fp32 load, no Liger, DDP bucket view on.
+    return [
+        Row(
+            source=name,
+            machine=str(r.get("machine", name)),
+            strategy=r["strategy"],
+            method=r["method"],
+            gpus=r["num_processes"],
+            seq_len=r["seq_len"],
+            micro_batch=r["micro_batch"],
+            ckpt=r["grad_checkpointing"],
+            load_dtype="fp32",
+            grad_accum=r["grad_accum"],
+            reserved_gb=r.get("measured_peak_reserved_gb"),
+            tps=r.get("measured_tokens_per_s_per_gpu"),
+        )
+        for r in data["measurements"]
+        if r.get("device") == "cuda" and r.get("status") == "ok"
+    ]
+
+
 def load_rows(files: dict[str, dict]) -> list[Row]:
     rows: list[Row] = []
     for name, data in files.items():
         machine = str(data.get("machine", name)).split(":")[0]
         if "cells" in data:
             rows += _matrix_rows(name, data)
+        elif "measurements" in data:
+            rows += _trial_rows(name, data)
         elif "step_times" in data:
             rows += _step_rows(name, machine, data["step_times"]["rows"])
         elif data.get("rows") and "forward_gb" in data["rows"][0]:

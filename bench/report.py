@@ -21,11 +21,11 @@ from bench.targets import explain, judge  # noqa: E402
 
 REPORT = BENCH / "REPORT.md"
 IN_SAMPLE = (
-    "Caveat: with no benchmark-matrix results yet, most rows above are the very points the estimator's named terms "
-    "were fitted to (FRAGMENTATION in generator/estimate/core.py; SUSTAINED_EFFICIENCY, OVERLAP_EFFICIENCY and "
-    "DEEPSPEED_OVERHEAD_S_PER_BPARAM in generator/estimate/timing.py), so 'met' is largely in-sample. Only the "
-    "fp32-loaded single-GPU step and the issue-5 FSDP2 steps without checkpointing were not fitted; evidence at other "
-    "settings comes from bench/run_matrix.py results."
+    "Caveat: the estimator's calibrated terms (FRAGMENTATION in generator/estimate/core.py; the efficiencies, "
+    "overheads and LoRA/QLoRA/Liger/allocator terms in generator/estimate/timing.py) were fitted to rows of this "
+    "report, most to several rows (QLoRA's two rest on its one run), so 'met' is partly in-sample. The other memory "
+    "terms are derived from what the frameworks allocate, and the measured rows check them. Rows at other sequence "
+    "lengths, GPU counts, GPUs and models are predictions the matrix has not yet checked."
 )
 PATH_NAMES = {"nvlink": "NVLink", "p2p_disabled": "P2P disabled", "sockets": "sockets"}
 PLOTS = {"memory": "report-memory.png", "bandwidth": "report-bandwidth.png", "throughput": "report-throughput.png"}
@@ -63,6 +63,11 @@ def bandwidth_curves(files: dict[str, dict]) -> list[tuple[str, dict[str, float]
     return curves
 
 
+def _records(data: dict) -> str:
+    n = len(data.get("measurements") or [])
+    return f"plan --trial calibration records ({n} measurements: reserved memory and tokens/s)" if n else ""
+
+
 def build(files: dict[str, dict]) -> tuple[str, dict]:
     """(markdown, data for the plots)."""
     rows, busbw = load_rows(files), measured_busbw(files)
@@ -71,10 +76,9 @@ def build(files: dict[str, dict]) -> tuple[str, dict]:
         e = predict(r, busbw)
         if r.status != "ok":
             failed.append([r.label, r.source, r.status, f"{e.reserved_gb:.2f}", f"{e.capacity_gb:.2f}", str(e.fits)])
-        if r.alloc_gb is not None:
-            mem.append(
-                (r, e, error_pct(e.peak_gb, r.alloc_gb), r.reserved_gb and error_pct(e.reserved_gb, r.reserved_gb))
-            )
+        if r.alloc_gb is not None or r.reserved_gb is not None:
+            ea = error_pct(e.peak_gb, r.alloc_gb) if r.alloc_gb is not None else None
+            mem.append((r, e, ea, r.reserved_gb and error_pct(e.reserved_gb, r.reserved_gb)))
         if r.tps is not None:
             tput.append((r, e, error_pct(e.tokens_per_s_per_gpu, r.tps)))
     recs = verdicts(rows, busbw)
@@ -95,7 +99,7 @@ def build(files: dict[str, dict]) -> tuple[str, dict]:
     md += ["", *(line for t in results if t.result == "missed" for line in explain(t))]
     if any(r.compiled for r, *_ in mem):
         md += ["- Rows labelled compile ran under torch.compile, which the estimator does not model: shown, unscored."]
-    md += [IN_SAMPLE] if not any(r.from_matrix for r in rows) else []
+    md += ["", IN_SAMPLE]
     md += ["", "## Peak memory per GPU (GB)", "", f"![peak memory]({PLOTS['memory']})", ""]
     md += _table(
         [
@@ -152,7 +156,8 @@ def build(files: dict[str, dict]) -> tuple[str, dict]:
     md += _table(["curve", *sizes], [[label, *(_f(pts.get(s), "{:.1f}") for s in sizes)] for label, pts in curves])
     md += ["", "## Sources", ""]
     md += [
-        f"- `{name}`: {d.get('what') or d.get('source') or d.get('machine', '')}" for name, d in sorted(files.items())
+        f"- `{name}`: {d.get('what') or d.get('source') or d.get('machine') or _records(d)}"
+        for name, d in sorted(files.items())
     ]
     plots = {
         "memory": [(_plot_label(r), r.alloc_gb, e.peak_gb, r.reserved_gb, e.reserved_gb) for r, e, _, _ in mem],

@@ -13,14 +13,7 @@ TARGETS = (
     f"recommendation within {REGRET_TOL:.0f}% of the fastest that fits",
 )
 # What the model is missing, per target, when it is missed. Written by whoever reads the misses; keep it honest.
-WHY_MISSED = {
-    TARGETS[2]: (
-        "The step-time model has one compute efficiency (SUSTAINED_EFFICIENCY) fitted on one H200 at seq 4096 with "
-        "checkpointing, and OVERLAP_EFFICIENCY fitted to 0. It does not model the kernels that differ between rows: "
-        "Liger's fused elementwise and cross-entropy kernels (faster than the eager ones it replaces), nor the higher "
-        "matmul efficiency of larger micro-batches. Rows with those settings come out too slow."
-    ),
-}
+WHY_MISSED: dict[str, str] = {}
 
 
 @dataclass(frozen=True)

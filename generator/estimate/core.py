@@ -115,7 +115,7 @@ def estimate(
     outside = CUDA_CONTEXT_GB + (NCCL_BUFFERS_GB if placement.num_gpus > 1 else 0.0)
     capacity = placement.gpu_memory_gb * (1 - headroom) - outside
     comm = communication(model, workload, placement, strategy)
-    timing = step_timing(model, workload, placement, strategy, comm)
+    timing = step_timing(model, workload, placement, strategy, comm, reserved_gb=reserved)
     return Estimate(
         strategy=strategy,
         fits=reserved <= capacity,

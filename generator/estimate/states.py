@@ -147,13 +147,14 @@ def model_states(model: ModelSpec, workload: Workload, placement: Placement, str
     if strategy in FSDP_FAMILY:
         every("master_weights_fp32", 4.0 * t / n)
         # Late in backward the first layer's and the root's shards are not reduced yet; the step has them all.
-        late = t - (_root_params(model) + model.params_per_layer if full and not accum else 0)
-        every("grads_fp32", 4.0 * t / n, tuple(ph for ph in grad_phases if ph != "backward_end"))
+        # Under accumulation the sharded grads appear only in the last micro-step (the others keep unsharded ones).
+        late = t - (_root_params(model) + model.params_per_layer if full else 0)
+        every("grads_fp32", 4.0 * t / n, ("optimizer",))
         every("grads_fp32", 4.0 * late / n, ("backward_end",))
         every("optimizer_states", opt * t / n)
         for phase, value in _fsdp_in_flight(model, reshard=strategy != "fsdp_grad_op").items():
             every("fsdp_unsharded", value, (phase,))
-        if accum:  # Accelerate's no_sync on FSDP2 keeps unsharded bf16 grads across micro-steps
+        if accum:  # Accelerate's no_sync on FSDP2 keeps unsharded grads (reduce dtype bf16) across micro-steps
             every("fsdp_accum_grads", 2.0 * t, _IN_STEP)
         return terms
     # DeepSpeed; the terms below reproduce ZeRO-1/2/3 on 2x H200 (tests/test_estimate_gpu.py).

@@ -8,20 +8,16 @@ README prints is the one that wrote the files. A test regenerates everything and
 
 from __future__ import annotations
 
-import json
 import shlex
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from generator.fileio import atomic_write
+from generator.plan.recipe_evidence import PROBE_FILE, PROBE_WHEN, measured_busbw, measured_trial_line
 
 RECIPES_DIR = "recipes"
 CONFIG_NAME = "config.yaml"
-PROBE_FILE = "bench/results/probe-h200x2.json"
-PROBE_WHEN = "2x H200 SXM, 2026-11-30"
-"""Where the only measured number the recipes quote comes from (NCCL all-reduce bus bandwidth, probe run)."""
-SMOKE_FILE = "bench/results/h200-x2-train-smoke-2026-11-30.json"
 COMMON = ("--model", "mistral-7b", "--global-batch", "64")
 
 
@@ -124,14 +120,6 @@ def regenerate(out_dir: str | Path = RECIPES_DIR) -> list[Path]:
     return sorted(atomic_write(out_dir / name, text, force=True) for name, text in texts.items())
 
 
-def measured_busbw() -> float | None:
-    path = Path(__file__).resolve().parents[2] / PROBE_FILE
-    try:
-        return float(json.loads(path.read_text())["subsets"]["0,1"]["all_reduce"])
-    except (OSError, KeyError, ValueError, TypeError):
-        return None
-
-
 def numbers(recipe: Recipe, plan) -> list[str]:
     e, w = plan.estimate, plan.workload
     out = [
@@ -146,11 +134,7 @@ def numbers(recipe: Recipe, plan) -> list[str]:
             f"- NCCL all-reduce bus bandwidth between the two GPUs: {bw:.0f} GB/s at 2 GB messages (measured "
             f"({PROBE_WHEN}, `{PROBE_FILE}`))"
         )
-        out.append(
-            f"- Training was measured on this machine only as a smoke run with another workload (FSDP2 with activation "
-            f"checkpointing, global batch 2) and before train.py stopped pinning a 29 GB fp32 copy, so its numbers do "
-            f"not stand for this recipe: `{SMOKE_FILE}`"
-        )
+        out.append(measured_trial_line(plan))
     return out
 
 

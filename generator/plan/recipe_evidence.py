@@ -1,0 +1,65 @@
+"""What was measured on the recipes' reference machine (2x H200 SXM): the probe's bus bandwidth and train.py runs of
+the recipe's configuration (plan --trial first, the benchmark matrix otherwise), read from bench/results/ so a recipe
+quotes only numbers that are on file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+PROBE_FILE = "bench/results/probe-h200x2.json"
+PROBE_WHEN = "2x H200 SXM, 2026-11-30"
+"""NCCL all-reduce bus bandwidth of the two GPUs (probe run)."""
+TRIAL_FILE = "bench/results/trial-h200x2-2026-11-30-calibration.json"
+"""`plan --trial` on the measured machine: train.py steps under the planner's top candidates."""
+MATRIX_FILE = "bench/results/h200-x2-2026-11-30.json"
+
+
+def measured_busbw() -> float | None:
+    path = REPO / PROBE_FILE
+    try:
+        return float(json.loads(path.read_text())["subsets"]["0,1"]["all_reduce"])
+    except (OSError, KeyError, ValueError, TypeError):
+        return None
+
+
+def measured_matrix_line(plan) -> str:
+    """The benchmark-matrix cell with this recipe's strategy, micro-batch and checkpointing (no accumulation)."""
+    w = plan.workload
+    path = REPO / MATRIX_FILE
+    cells = json.loads(path.read_text())["cells"] if path.exists() else {}
+    key = f"g{plan.num_processes}-{plan.strategy}-{w.method}-s{w.seq_len}-mb{w.micro_batch}-ckpt"
+    cell = cells.get(key + ("on" if w.grad_checkpointing else "off"), {})
+    if cell.get("status") != "ok":
+        return f"- Training on this machine: every strategy measured in `{MATRIX_FILE}` (see bench/REPORT.md)"
+    m = cell["measured"]
+    return (
+        f"- Measured on this machine with train.py (benchmark matrix, 2026-11-30, the same strategy, micro-batch and "
+        f"checkpointing, global batch {w.micro_batch * plan.num_processes} instead of {plan.global_batch}): "
+        f"{m['tokens_per_s_per_gpu']:,.0f} tokens/s per GPU, MFU {m['mfu']:.1%}, {m['peak_allocated_gb']:.1f} GB "
+        f"allocated, {m['peak_reserved_gb']:.1f} GB reserved: `{MATRIX_FILE}`"
+    )
+
+
+def measured_trial_line(plan) -> str:
+    """The trial measurement of this recipe's strategy, micro-batch and checkpointing on the measured machine."""
+    w = plan.workload
+    path = REPO / TRIAL_FILE
+    records = json.loads(path.read_text())["measurements"] if path.exists() else []
+    same = [
+        r
+        for r in records
+        if r["status"] == "ok"
+        and (r["strategy"], r["method"], r["seq_len"], r["micro_batch"], r["grad_checkpointing"])
+        == (plan.strategy, w.method, w.seq_len, w.micro_batch, w.grad_checkpointing)
+    ]
+    if not same:
+        return measured_matrix_line(plan)
+    r = same[0]
+    return (
+        f"- Measured on this machine with train.py (`plan --trial`, {r['time'][:10]}, the same strategy, micro-batch "
+        f"and checkpointing, global batch {r['micro_batch'] * r['num_processes'] * r['grad_accum']} instead of "
+        f"{plan.global_batch}): {r['measured_tokens_per_s_per_gpu']:,.0f} tokens/s per GPU, "
+        f"{r['measured_peak_reserved_gb']:.1f} GB reserved: `{TRIAL_FILE}`"
+    )
