@@ -112,6 +112,20 @@ def test_packed_examples_do_not_attend_across_boundaries(tiny):
     assert not torch.allclose(leaky, alone, atol=1e-3)  # without the reset the boundary leaks
 
 
+def test_random_init_in_fp32_sits_on_the_bf16_grid(tiny):
+    """--init random with fp32 masters starts from bf16-representable weights, as DeepSpeed's masters (built from its
+    bf16 module) and a bf16 checkpoint do, so every strategy starts from the same masters."""
+    import torch
+    from transformers import AutoConfig
+
+    args = train.parse_args(["--model", str(tiny), "--init", "random", "--load-dtype", "fp32"])
+    model = train.load_model(args, AutoConfig.from_pretrained(str(tiny)), use_cuda=False)
+    params = list(model.parameters())
+    assert all(p.dtype == torch.float32 for p in params)
+    assert all(torch.equal(p, p.to(torch.bfloat16).float()) for p in params)
+    assert any(p.std() > 0 for p in params)  # still random, not zeroed
+
+
 def test_data_order_is_a_seeded_permutation_per_epoch_and_resumable():
     import torch
 
