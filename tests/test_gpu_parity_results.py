@@ -22,7 +22,7 @@ DEEPSPEED_TRAILED = {"h200-x2-2026-11-30.json"}
 
 def _agree(a: list[float], b: list[float]) -> list[int]:
     """Steps (1-based) where two loss curves disagree beyond the tolerance."""
-    return [i + 1 for i, (x, y) in enumerate(zip(a, b)) if abs(x - y) > 0.05 + 0.02 * abs(x)]
+    return [i + 1 for i, (x, y) in enumerate(zip(a, b, strict=False)) if abs(x - y) > 0.05 + 0.02 * abs(x)]
 
 
 def _groups(path: Path) -> dict[tuple, dict[str, list[float]]]:
@@ -36,7 +36,7 @@ def _groups(path: Path) -> dict[tuple, dict[str, list[float]]]:
 
 def _cases(family: tuple[str, ...]):
     for path in MATRICES:
-        for group, curves in _groups(path).items():
+        for curves in _groups(path).values():
             ref = next((k for k in curves if "-ddp-" in k), None)
             for key in curves:
                 strategy = key.split("-")[1]
