@@ -133,6 +133,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     a("--export", default=None, metavar="DIR", help="final HF model / LoRA adapter directory (default OUTPUT/final)")
     a("--no-export", action="store_true", help="skip the final export")
     a("--liger", action="store_true", help="apply Liger kernels (pip install liger-kernel)")
+    a(
+        "--attn-implementation",
+        choices=("sdpa", "flex_attention", "eager"),
+        default="sdpa",
+        help="attention kernel; flex_attention (GPU only) skips the blocks packing masks out instead of passing SDPA a "
+        "dense mask, which rules out its flash kernel",
+    )
     a("--load-dtype", choices=("fp32", "bf16"), default="fp32", help="fp32: fp32 master weights under every strategy")
     a("--lora-r", type=int, default=16)
     a("--lora-alpha", type=int, default=32)
@@ -465,7 +472,9 @@ def load_model(args, config, use_cuda: bool, init_device: str = "cpu"):
     from transformers import AutoModelForCausalLM
 
     dtype = torch.float32 if args.load_dtype == "fp32" else torch.bfloat16
-    kwargs = {"dtype": dtype, "attn_implementation": "sdpa"}
+    if args.attn_implementation == "flex_attention" and not use_cuda:
+        raise UserError("--attn-implementation flex_attention has no CPU backward in torch; use sdpa on CPU")
+    kwargs = {"dtype": dtype, "attn_implementation": args.attn_implementation}
     if args.method == "qlora":
         if not use_cuda:
             raise UserError("--method qlora needs a CUDA GPU (bitsandbytes 4-bit); use --method lora on CPU")

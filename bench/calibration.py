@@ -52,15 +52,22 @@ class Row:
     from_matrix: bool = False
     """Written by bench/run_matrix.py (every strategy under one harness, so they can be ranked)."""
     compiled: bool = False
-    """Run under torch.compile (Accelerate's regional compilation): the estimator does not model it and the generator
-    does not emit it, so the row is shown but kept out of the targets and the ranking."""
+    """Run under torch.compile (Accelerate's regional compilation)."""
+    flex: bool = False
+    """Attention through transformers' flex_attention instead of SDPA."""
     bucket_view: bool = True
     """DDP gradient_as_bucket_view: on in train.py (matrix rows), off under plain Accelerate (memory-phase rows)."""
 
     @property
+    def unmodelled(self) -> bool:
+        """A lever the estimator does not model and the generator does not emit (compile, flex attention): the row is
+        shown but kept out of the targets and the ranking."""
+        return self.compiled or self.flex
+
+    @property
     def label(self) -> str:
         extra = (f" {self.method}" if self.method != "full" else "") + (" liger" if self.liger else "")
-        extra += " compile" if self.compiled else ""
+        extra += (" compile" if self.compiled else "") + (" flex" if self.flex else "")
         ckpt = "ckpt" if self.ckpt else "no-ckpt"
         mb = f"mb{self.micro_batch}" + (f"x{self.grad_accum}" if self.grad_accum > 1 else "")
         return f"{self.gpus}x {self.strategy}{extra} {self.load_dtype} s{self.seq_len} {mb} {ckpt}"
@@ -108,6 +115,7 @@ def _matrix_rows(name: str, data: dict) -> list[Row]:
                 tps=m.get("tokens_per_s_per_gpu") if c.get("status") == "ok" else None,
                 from_matrix=True,
                 compiled="--dynamo_backend" in cmd,
+                flex="flex_attention" in cmd,
             )
         )
     return rows

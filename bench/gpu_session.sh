@@ -4,6 +4,8 @@
 #
 #   bash bench/gpu_session.sh matrix 560        # matrix cells only, 560 s in all
 #   bash bench/gpu_session.sh trial 560         # plan --trial for Mistral-7B full seq 4096 first, then matrix cells
+#   MATRIX_NAME=h200-x2-2026-11-30 bash bench/gpu_session.sh matrix 560   # finish an earlier day's matrix
+#   PRIORITY='g2-zero3-*,g1-*' bash bench/gpu_session.sh matrix 300       # other cells first (glob patterns)
 #
 # Results: $OUT/matrix.json (the bench/results/<machine>-<date>.json to commit), $OUT/*.log, $OUT/logs.tgz (every
 # cell's per-step JSONL). The state between calls lives in /tmp (kept while the machine stays warm); a fresh machine
@@ -26,12 +28,15 @@ RES=/tmp/matrix.json
 SEED=bench/results/${MATRIX_NAME:-h200-x2-$(date +%F)}.json
 [ -f "$RES" ] || { [ -f "$SEED" ] && cp "$SEED" "$RES"; }
 
-# Issue 5's strategies at seq 4096 with checkpointing first, then its MFU levers, then the rest of the matrix.
-PRIORITY="g2-fsdp-full-s4096-mb1-ckpton,g2-ddp-full-s4096-mb1-ckpton,g2-zero1-full-s4096-mb1-ckpton"
-PRIORITY+=",g2-zero2-full-s4096-mb1-ckpton,g2-zero3-full-s4096-mb1-ckpton,g2-fsdp_grad_op-full-s4096-mb1-ckpton"
-PRIORITY+=",g2-ddp-lora-s4096-mb1-ckpton,g2-fsdp-full-s4096-mb1-ckptoff,g2-fsdp-full-s4096-mb1-ckptoff-liger"
-PRIORITY+=",g2-fsdp-full-s4096-mb2-ckptoff-liger,g2-fsdp-full-s4096-mb4-ckptoff-liger"
-PRIORITY+=",g2-*-s4096-mb1-ckptoff,g2-*-s1024-*,g1-*-s4096-*,g1-*,g2-fsdp-full-s4096-mb2-ckptoff-liger-compile"
+# Issue 5's strategies at seq 4096 with checkpointing first (DDP / FSDP2 / ZeRO loss parity), then its MFU levers
+# (flex attention and the planner's Liger pick are new), then the rest of the matrix.
+DEFAULT="g2-ddp-full-s4096-mb1-ckpton,g2-fsdp-full-s4096-mb1-ckpton,g2-zero1-full-s4096-mb1-ckpton"
+DEFAULT+=",g2-zero2-full-s4096-mb1-ckpton,g2-zero3-full-s4096-mb1-ckpton,g2-fsdp-full-s4096-mb2-ckptoff-liger-flex"
+DEFAULT+=",g2-fsdp_grad_op-full-s4096-mb2-ckptoff-liger,g2-fsdp-full-s4096-mb2-ckptoff-liger"
+DEFAULT+=",g2-fsdp_grad_op-full-s4096-mb1-ckpton,g2-ddp-lora-s4096-mb1-ckpton,g2-fsdp-full-s4096-mb1-ckptoff"
+DEFAULT+=",g2-fsdp-full-s4096-mb1-ckptoff-liger,g2-fsdp-full-s4096-mb4-ckptoff-liger"
+DEFAULT+=",g2-*-s4096-mb1-ckptoff,g2-*-s1024-*,g1-*-s4096-*,g1-*,g2-fsdp-full-s4096-mb2-ckptoff-liger-compile"
+PRIORITY=${PRIORITY:-$DEFAULT}
 
 if [ "$PHASE" = trial ]; then
     [ -f "$WORK/mistral-7b/config.json" ] || python3 tests/tiny_model.py mistral-7b "$WORK/mistral-7b"

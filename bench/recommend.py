@@ -64,7 +64,7 @@ def fits_usable(row: Row, busbw: dict[int, float]) -> bool:
 def verdicts(rows: list[Row], busbw: dict[int, float]) -> list[Verdict]:
     """One per (matrix file, GPUs, method, seq, micro-batch, load dtype, Liger) group of matrix cells."""
     groups: dict[tuple, list[Row]] = {}
-    for r in (r for r in rows if r.from_matrix and not r.compiled):
+    for r in (r for r in rows if r.from_matrix and not r.unmodelled):
         groups.setdefault((r.source, r.gpus, r.method, r.seq_len, r.micro_batch, r.load_dtype, r.liger), []).append(r)
     out = []
     for (source, gpus, method, seq, mb, load, liger), cells in sorted(groups.items()):

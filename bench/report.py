@@ -82,7 +82,7 @@ def build(files: dict[str, dict]) -> tuple[str, dict]:
         if r.tps is not None:
             tput.append((r, e, error_pct(e.tokens_per_s_per_gpu, r.tps)))
     recs = verdicts(rows, busbw)
-    results = judge([m for m in mem if not m[0].compiled], [t for t in tput if not t[0].compiled], recs)
+    results = judge([m for m in mem if not m[0].unmodelled], [t for t in tput if not t[0].unmodelled], recs)
     # The planner's usable memory for the multi-GPU rows (context and NCCL buffers outside the allocator).
     capacity = max((e.capacity_gb for _, e, _, _ in mem), default=0.0)
     md = [
@@ -97,8 +97,8 @@ def build(files: dict[str, dict]) -> tuple[str, dict]:
     ]
     md += _table(["target", "rows", "result", "worst"], [[t.name, str(t.rows), t.result, t.worst] for t in results])
     md += ["", *(line for t in results if t.result == "missed" for line in explain(t))]
-    if any(r.compiled for r, *_ in mem):
-        md += ["- Rows labelled compile ran under torch.compile, which the estimator does not model: shown, unscored."]
+    if any(r.unmodelled for r, *_ in mem):
+        md += ["- Rows labelled compile or flex use a lever the estimator does not model: shown, unscored."]
     md += ["", IN_SAMPLE]
     md += ["", "## Peak memory per GPU (GB)", "", f"![peak memory]({PLOTS['memory']})", ""]
     md += _table(
@@ -129,8 +129,8 @@ def build(files: dict[str, dict]) -> tuple[str, dict]:
     md += [
         "Fastest that fits: the fastest cell of the group whose measured peak reserved memory stayed within the "
         "planner's usable memory (the card less the default 10% headroom and the memory outside the allocator). "
-        "Rows run with Liger are their own groups (a user flag, not a planner choice); torch.compile rows are left out "
-        "(the generator does not emit compilation, and the estimator does not model it).",
+        "Rows run with Liger are their own groups (a user flag, not a planner choice); torch.compile and flex "
+        "attention rows are left out (the generator does not emit them, and the estimator does not model them).",
         "",
     ]
     if recs:

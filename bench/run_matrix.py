@@ -44,15 +44,20 @@ STRATEGIES = [
 WORKLOADS = [(4096, 1), (1024, 4)]
 # Throughput levers for issue 5's MFU target, on top of the matrix's FSDP2 cells: (gpus, strategy, method, seq, mb,
 # ckpt, variant). Variants: "liger" = Liger kernels (train.py --liger, and the estimator told so); "compile" =
-# accelerate's regional torch.compile of the repeated decoder layers; "qlora" runs need real weights on disk.
+# accelerate's regional torch.compile of the repeated decoder layers; "flex" = transformers' flex_attention instead of
+# SDPA (packing and Mistral's sliding window make SDPA take a dense mask, which rules out its flash kernel); "qlora"
+# runs need real weights on disk.
 LEVERS = [
     (2, "fsdp", "full", 4096, 1, False, "liger"),
     (2, "fsdp", "full", 4096, 2, False, "liger"),
     (2, "fsdp", "full", 4096, 4, False, "liger"),
     (2, "fsdp", "full", 4096, 2, False, "liger-compile"),
+    (2, "fsdp", "full", 4096, 2, False, "liger-flex"),
+    (2, "fsdp_grad_op", "full", 4096, 2, False, "liger"),  # the planner's pick with --liger on 2x H200
     (1, "ddp", "qlora", 4096, 1, True, ""),
 ]
 LAUNCH_FLAGS = {"compile": ["--dynamo_backend", "inductor", "--dynamo_use_regional_compilation"]}
+TRAIN_FLAGS = {"liger": ["--liger"], "flex": ["--attn-implementation", "flex_attention"]}
 # A cell whose predicted peak allocated memory exceeds the card by more than this is recorded as skipped, not launched:
 # a 7B launch costs ~40 s of scarce GPU time just to hit the out-of-memory it was predicted to hit. Cells predicted
 # near the edge still run: whether they fit is what the matrix is for.
@@ -208,7 +213,8 @@ def train_command(
         "--global-batch", str(global_batch),
         "--grad-checkpointing" if cell["ckpt"] else "--no-grad-checkpointing",
         "--max-steps", str(steps), "--warmup-steps", "2", "--save-every", "0", "--no-export",
-        "--log-file", str(log), "--output-dir", str(out), *(["--liger"] if "liger" in parts else []), *extra_train,
+        "--log-file", str(log), "--output-dir", str(out),
+        *(f for part in sorted(parts) for f in TRAIN_FLAGS.get(part, [])), *extra_train,
     ]  # fmt: skip
 
 

@@ -68,7 +68,12 @@ def test_only_patterns_select_in_priority_order_without_repeats():
 
 
 @pytest.mark.parametrize(
-    "key", ["g2-fsdp-full-s4096-mb2-ckptoff-liger", "g2-fsdp-full-s4096-mb2-ckptoff-liger-compile"]
+    "key",
+    [
+        "g2-fsdp-full-s4096-mb2-ckptoff-liger",
+        "g2-fsdp-full-s4096-mb2-ckptoff-liger-compile",
+        "g2-fsdp-full-s4096-mb2-ckptoff-liger-flex",
+    ],
 )
 def test_lever_cells_pass_liger_to_both_sides_and_compile_to_accelerate(tmp_path, key):
     from accelerate.commands.launch import launch_command_parser
@@ -84,6 +89,7 @@ def test_lever_cells_pass_liger_to_both_sides_and_compile_to_accelerate(tmp_path
     assert bool(launch.dynamo_use_regional_compilation) == ("compile" in key)
     args = _train_module().parse_args(launch.training_script_args)
     assert args.liger and args.micro_batch == 2 and not args.grad_checkpointing
+    assert args.attn_implementation == ("flex_attention" if "flex" in key else "sdpa")
 
 
 def test_a_cell_predicted_far_over_the_card_is_skipped_without_launching(tmp_path, monkeypatch):

@@ -126,6 +126,25 @@ def test_random_init_in_fp32_sits_on_the_bf16_grid(tiny):
     assert any(p.std() > 0 for p in params)  # still random, not zeroed
 
 
+def test_flex_attention_sees_the_same_packed_boundaries_as_sdpa(tiny):
+    """--attn-implementation flex_attention (a GPU throughput lever) must keep packing's block-diagonal attention:
+    forward logits on a packed row equal SDPA's. Training with it needs a GPU (torch has no CPU backward for it)."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    sdpa = AutoModelForCausalLM.from_pretrained(str(tiny), attn_implementation="sdpa").eval()
+    flex = AutoModelForCausalLM.from_pretrained(str(tiny), attn_implementation="flex_attention").eval()
+    ids = torch.tensor([[1, 40, 41, 42, 43, 1, 50, 51, 52]])
+    pos = torch.tensor([[0, 1, 2, 3, 4, 0, 1, 2, 3]])
+    with torch.no_grad():
+        a = sdpa(input_ids=ids, position_ids=pos, use_cache=False).logits
+        b = flex(input_ids=ids, position_ids=pos, use_cache=False).logits
+    torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
+    args = train.parse_args(["--model", str(tiny), "--attn-implementation", "flex_attention"])
+    with pytest.raises(UserError, match="no CPU backward"):
+        train.load_model(args, AutoConfig.from_pretrained(str(tiny)), use_cuda=False)
+
+
 def test_data_order_is_a_seeded_permutation_per_epoch_and_resumable():
     import torch
 
