@@ -100,35 +100,38 @@ def ignored_scalars(cfg: dict, ctx: CheckContext) -> list[Finding]:
     return out
 
 
+# key -> (what `False` meant to say, what a boolean there does, the fix)
+_BOOLEAN_KEYS = {
+    "distributed_type": (
+        "NO",
+        "(unquoted NO/no/off/yes in YAML 1.1); accelerate accepts it without checking and never picks a launcher for "
+        "it.",
+        ("write distributed_type: 'NO' (quoted).", "write a quoted distributed type."),
+    ),
+    "mixed_precision": (
+        "no",
+        "(unquoted no/off/yes); launch crashes with \"'bool' object has no attribute 'lower'\".",
+        ("write mixed_precision: 'no' (quoted), or 'bf16'.",) * 2,
+    ),
+}
+
+
 def yaml_booleans(cfg: dict, ctx: CheckContext) -> list[Finding]:
     """Unquoted NO / no / off load as False under YAML 1.1, which accelerate uses."""
     out = []
-    value = cfg.get("distributed_type")
-    if isinstance(value, bool):
-        fixed = "NO" if value is False else None
+    for key, (false_means, consequence, (fix_false, fix_true)) in _BOOLEAN_KEYS.items():
+        value = cfg.get(key)
+        if not isinstance(value, bool):
+            continue
+        fixed = false_means if value is False else None
         out.append(
             Finding(
                 "error",
-                "distributed_type",
-                f"loaded as the boolean {value} (unquoted NO/no/off/yes in "
-                "YAML 1.1); accelerate accepts it without checking and never picks a launcher for it.",
-                "write distributed_type: 'NO' (quoted)." if fixed else "write a quoted distributed type.",
+                key,
+                f"loaded as the boolean {value} {consequence}",
+                fix_false if fixed else fix_true,
                 "yaml_booleans",
-                (((("distributed_type",), fixed),) if fixed else ()),
-            )
-        )
-    value = cfg.get("mixed_precision")
-    if isinstance(value, bool):
-        fixed = "no" if value is False else None
-        out.append(
-            Finding(
-                "error",
-                "mixed_precision",
-                f"loaded as the boolean {value} (unquoted no/off/yes); launch "
-                "crashes with \"'bool' object has no attribute 'lower'\".",
-                "write mixed_precision: 'no' (quoted), or 'bf16'.",
-                "yaml_booleans",
-                (((("mixed_precision",), fixed),) if fixed else ()),
+                ((((key,), fixed),) if fixed else ()),
             )
         )
     return out
