@@ -5,29 +5,12 @@ from __future__ import annotations
 import dataclasses
 
 from generator.estimate.types import Estimate, Workload
+from generator.model import load_model
 from generator.model.types import ModelSpec
 from generator.plan.types import Plan
 
-MISTRAL = ModelSpec(
-    name="mistralai/Mistral-7B-v0.1",
-    model_type="mistral",
-    hidden_size=4096,
-    num_layers=32,
-    num_heads=32,
-    num_kv_heads=8,
-    head_dim=128,
-    intermediate_size=14336,
-    vocab_size=32000,
-    tie_embeddings=False,
-    max_seq_len=32768,
-    decoder_layer_cls="MistralDecoderLayer",
-    params_total=7_241_732_096,
-    params_per_layer=218_112_000,
-    params_embedding=131_072_000,
-    largest_layer_params=131_072_000,
-    matmul_params_active=7_110_660_096,
-    sliding_window=4096,
-)
+# The bundled preset under its hub id (the name the emitted launch commands carry).
+MISTRAL = dataclasses.replace(load_model("mistral-7b"), name="mistralai/Mistral-7B-v0.1")
 
 
 def estimate(strategy: str, fits: bool = True) -> Estimate:
