@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from generator.errors import UserError
-from generator.model import PRESETS, flops_per_token, hardware_flops_per_token, load_model, spec_from_config
+from generator.model import PRESETS, attention_flops_per_token, flops_per_token, load_model, spec_from_config
 from generator.model.presets import preset_config
 
 # Published totals (model cards / safetensors index metadata) for the bundled presets.
@@ -72,8 +72,8 @@ def test_flops_per_token_mistral():
     # Sliding window (4096) caps the attention term.
     assert flops_per_token(m, 8192) == flops_per_token(m, 4096)
     assert flops_per_token(m, 512) / 1e9 == pytest.approx(43.47, abs=0.01)
-    assert hardware_flops_per_token(m, 4096, recompute=True) == pytest.approx(flops_per_token(m, 4096) * 8 / 6)
-    assert hardware_flops_per_token(m, 4096) == flops_per_token(m, 4096)
+    assert attention_flops_per_token(m, 4096) == 12 * 32 * 4096 * 4096 == attention_flops_per_token(m, 8192)
+    assert flops_per_token(m, 4096) - attention_flops_per_token(m, 4096) == 6 * 7_110_393_856
 
 
 def test_hub_ids_resolve_offline(monkeypatch):

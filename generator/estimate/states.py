@@ -74,11 +74,16 @@ def _optimizer_bytes(workload: Workload, param_bytes: float) -> float:
     return ADAMW8BIT_STATE_BYTES if workload.optimizer == "adamw8bit" else 2 * param_bytes
 
 
+def qlora_unquantised_params(model: ModelSpec) -> int:
+    """Parameters bitsandbytes leaves out of 4-bit under QLoRA: the embeddings and an untied lm_head."""
+    return model.params_embedding + (0 if model.tie_embeddings else model.vocab_size * model.hidden_size)
+
+
 def _frozen_base_bytes(model: ModelSpec, workload: Workload, strategy: str) -> float:
     """LoRA/QLoRA frozen base weights on one GPU (before sharding)."""
     p = model.params_total
     if workload.method == "qlora":
-        kept_fp32 = model.params_embedding + (0 if model.tie_embeddings else model.vocab_size * model.hidden_size)
+        kept_fp32 = qlora_unquantised_params(model)
         return (p - kept_fp32) * NF4_BYTES_PER_PARAM + 4 * kept_fp32
     return p * (2 if strategy in DEEPSPEED else load_bytes(workload))
 

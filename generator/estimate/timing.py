@@ -17,9 +17,9 @@ from dataclasses import dataclass
 
 from generator.estimate.comm import Comm
 from generator.estimate.hardware import gpu_rates
-from generator.estimate.states import load_bytes, lora_params, shard_count, trainable_params
+from generator.estimate.states import load_bytes, lora_params, qlora_unquantised_params, shard_count, trainable_params
 from generator.estimate.types import Placement, Workload
-from generator.model.sizing import attention_span, flops_per_token
+from generator.model.sizing import attention_flops_per_token, flops_per_token
 from generator.model.types import ModelSpec
 
 # Fraction of the dense bf16 peak the decoder's GEMMs (6N per token, 8N with recompute) sustain, memory-bound
@@ -130,8 +130,7 @@ def _compute_s(model: ModelSpec, workload: Workload, peak_flops: float) -> float
     backward = 4.0 if workload.method == "full" else 2.0
     matmul = (2.0 * fwd + backward) * model.matmul_params_active
     # Attention has no weights: its backward is 2x its forward whatever is frozen (12*L*h*s = forward 4 + backward 8).
-    attn = 12 * model.num_layers * model.num_heads * model.head_dim * attention_span(model, workload.seq_len)
-    attn *= (fwd + 2) / 3
+    attn = attention_flops_per_token(model, workload.seq_len) * (fwd + 2) / 3
     seconds = tokens * (matmul / MATMUL_EFFICIENCY + attn / ATTENTION_EFFICIENCY) / peak_flops
     return seconds * (1 - LIGER_COMPUTE_SAVING) if workload.liger else seconds
 
@@ -182,7 +181,7 @@ def _dequant_bytes(model: ModelSpec, workload: Workload) -> float:
     """QLoRA: every use of a 4-bit weight (each forward, backward) dequantises it; embeddings and lm_head stay fp32."""
     if workload.method != "qlora":
         return 0.0
-    quantised = model.params_total - model.params_embedding - (0 if model.tie_embeddings else model.params_embedding)
+    quantised = model.params_total - qlora_unquantised_params(model)
     uses = _forward_passes(workload) + 1
     return workload.grad_accum * quantised * uses * QLORA_DEQUANT_BYTES_PER_PARAM
 

@@ -3,7 +3,7 @@
 from generator.model.loading import load_model
 from generator.model.meta import count_params_meta
 from generator.model.presets import PRESETS
-from generator.model.sizing import flops_per_token, hardware_flops_per_token, spec_from_config
+from generator.model.sizing import attention_flops_per_token, flops_per_token, spec_from_config
 from generator.model.types import ModelSpec
 
 __all__ = [
@@ -11,7 +11,7 @@ __all__ = [
     "ModelSpec",
     "count_params_meta",
     "flops_per_token",
-    "hardware_flops_per_token",
+    "attention_flops_per_token",
     "load_model",
     "spec_from_config",
 ]

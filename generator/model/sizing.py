@@ -109,18 +109,13 @@ def attention_span(model: ModelSpec, seq_len: int) -> int:
     return min(seq_len, model.sliding_window) if model.sliding_window else seq_len
 
 
-def flops_per_token(model: ModelSpec, seq_len: int, recompute: bool = False) -> float:
-    """Model FLOPs per trained token, 6N + 12*L*h*s (PaLM appendix B; the MFU convention).
-
-    `recompute` is accepted for symmetry with hardware_flops_per_token and ignored: MFU never counts recomputation.
-    h is the query width (heads x head_dim): GQA does not shrink QK^T / AV. Causal masking is not halved (convention).
-    """
-    del recompute
-    attn = 12 * model.num_layers * model.num_heads * model.head_dim * attention_span(model, seq_len)
-    return 6.0 * model.matmul_params_active + attn
+def attention_flops_per_token(model: ModelSpec, seq_len: int) -> float:
+    """12*L*h*s: QK^T and AV, forward and backward. h is the query width (heads x head_dim): GQA does not shrink
+    them. Causal masking is not halved (the MFU convention)."""
+    return 12.0 * model.num_layers * model.num_heads * model.head_dim * attention_span(model, seq_len)
 
 
-def hardware_flops_per_token(model: ModelSpec, seq_len: int, recompute: bool = False) -> float:
-    """FLOPs the GPU really executes per token: full activation checkpointing reruns the forward (8N + 16*L*h*s)."""
-    base = flops_per_token(model, seq_len)
-    return base * 8.0 / 6.0 if recompute else base
+def flops_per_token(model: ModelSpec, seq_len: int) -> float:
+    """Model FLOPs per trained token, 6N + 12*L*h*s (PaLM appendix B; the MFU convention): recomputation never
+    counts."""
+    return 6.0 * model.matmul_params_active + attention_flops_per_token(model, seq_len)
