@@ -115,20 +115,21 @@ def train_workers(parent_pid: int) -> list:
     return [p for p in psutil.Process(parent_pid).children(recursive=True) if "train.py" in " ".join(p.cmdline())]
 
 
-@pytest.fixture(scope="module")
-def baseline_1p(work):
-    out = work / "base1"
-    proc = run(accelerate_cmd(work / "1p.yaml", train_args(work, out)))
+def _baseline(work, name: str, config: str):
+    out = work / name
+    proc = run(accelerate_cmd(work / config, train_args(work, out)))
     assert proc.returncode == 0, proc.stderr[-3000:]
     return out
+
+
+@pytest.fixture(scope="module")
+def baseline_1p(work):
+    return _baseline(work, "base1", "1p.yaml")
 
 
 @pytest.fixture(scope="module")
 def baseline_ddp2(work):
-    out = work / "base2"
-    proc = run(accelerate_cmd(work / "ddp2.yaml", train_args(work, out)))
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return out
+    return _baseline(work, "base2", "ddp2.yaml")
 
 
 def test_single_process_trains_logs_and_checkpoints(baseline_1p):
