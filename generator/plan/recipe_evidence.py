@@ -14,6 +14,7 @@ PROBE_WHEN = "2x H200 SXM, 2026-11-30"
 TRIAL_FILE = "bench/results/trial-h200x2-2026-11-30-calibration.json"
 """`plan --trial` on the measured machine: train.py steps under the planner's top candidates."""
 MATRIX_FILE = "bench/results/h200-x2-2026-11-30.json"
+MATRIX_WHEN = "2026-11-30"
 
 
 def measured_busbw() -> float | None:
@@ -24,7 +25,17 @@ def measured_busbw() -> float | None:
         return None
 
 
-def measured_matrix_line(plan) -> str:
+def measured_run_line(plan) -> str:
+    """The README line for the recipe's own configuration measured under train.py: the plan --trial record with its
+    strategy, micro-batch and checkpointing, else the benchmark-matrix cell, else a pointer to the matrix."""
+    return (
+        _trial_line(plan)
+        or _matrix_line(plan)
+        or f"- Training on this machine: every strategy measured in `{MATRIX_FILE}` (see bench/REPORT.md)"
+    )
+
+
+def _matrix_line(plan) -> str | None:
     """The benchmark-matrix cell with this recipe's strategy, micro-batch and checkpointing (no accumulation)."""
     w = plan.workload
     path = REPO / MATRIX_FILE
@@ -32,17 +43,17 @@ def measured_matrix_line(plan) -> str:
     key = f"g{plan.num_processes}-{plan.strategy}-{w.method}-s{w.seq_len}-mb{w.micro_batch}-ckpt"
     cell = cells.get(key + ("on" if w.grad_checkpointing else "off"), {})
     if cell.get("status") != "ok":
-        return f"- Training on this machine: every strategy measured in `{MATRIX_FILE}` (see bench/REPORT.md)"
+        return None
     m = cell["measured"]
     return (
-        f"- Measured on this machine with train.py (benchmark matrix, 2026-11-30, the same strategy, micro-batch and "
-        f"checkpointing, global batch {w.micro_batch * plan.num_processes} instead of {plan.global_batch}): "
+        f"- Measured on this machine with train.py (benchmark matrix, {MATRIX_WHEN}, the same strategy, micro-batch "
+        f"and checkpointing, global batch {w.micro_batch * plan.num_processes} instead of {plan.global_batch}): "
         f"{m['tokens_per_s_per_gpu']:,.0f} tokens/s per GPU, MFU {m['mfu']:.1%}, {m['peak_allocated_gb']:.1f} GB "
         f"allocated, {m['peak_reserved_gb']:.1f} GB reserved: `{MATRIX_FILE}`"
     )
 
 
-def measured_trial_line(plan) -> str:
+def _trial_line(plan) -> str | None:
     """The trial measurement of this recipe's strategy, micro-batch and checkpointing on the measured machine."""
     w = plan.workload
     path = REPO / TRIAL_FILE
@@ -55,7 +66,7 @@ def measured_trial_line(plan) -> str:
         == (plan.strategy, w.method, w.seq_len, w.micro_batch, w.grad_checkpointing)
     ]
     if not same:
-        return measured_matrix_line(plan)
+        return None
     r = same[0]
     return (
         f"- Measured on this machine with train.py (`plan --trial`, {r['time'][:10]}, the same strategy, micro-batch "

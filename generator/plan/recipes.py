@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from generator.fileio import atomic_write
-from generator.plan.recipe_evidence import PROBE_FILE, PROBE_WHEN, measured_busbw, measured_trial_line
+from generator.plan.recipe_evidence import PROBE_FILE, PROBE_WHEN, measured_busbw, measured_run_line
 
 RECIPES_DIR = "recipes"
 CONFIG_NAME = "config.yaml"
@@ -134,7 +134,7 @@ def numbers(recipe: Recipe, plan) -> list[str]:
             f"- NCCL all-reduce bus bandwidth between the two GPUs: {bw:.0f} GB/s at 2 GB messages (measured "
             f"({PROBE_WHEN}, `{PROBE_FILE}`))"
         )
-        out.append(measured_trial_line(plan))
+        out.append(measured_run_line(plan))
     return out
 
 

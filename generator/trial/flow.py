@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from generator.plan.types import Plan
-from generator.trial.runner import TrialOptions, TrialResult, run_trial
+from generator.trial.runner import TrialOptions, TrialResult, has_weights, run_trial
 
 
 def run_trials(
@@ -63,8 +63,6 @@ def header_notes(results: list[TrialResult], best: TrialResult, opts: TrialOptio
         if opts.device == "cpu"
         else "on this machine's GPUs"
     )
-    from generator.trial.runner import has_weights
-
     if opts.model_dir and has_weights(opts.model_dir):
         data = f"model {opts.model_dir}"
     elif opts.model_dir:
