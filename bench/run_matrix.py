@@ -28,6 +28,12 @@ from datetime import date
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:  # run as a script (python bench/run_matrix.py) without the package installed
+    sys.path.insert(0, str(REPO))
+
+from generator.fileio import atomic_write  # noqa: E402
+from generator.trial.metrics import looks_oom, read_steps  # noqa: E402
+
 SAFE_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 WARMUP_STEPS = 5
 
@@ -152,8 +158,7 @@ def plan_cell(cell: dict, cfg: Path, extra_plan: list[str], lane: int | None = N
 
 
 def summarise_log(log: Path) -> dict:
-    rows = [json.loads(line) for line in log.read_text().splitlines() if line.strip().startswith("{")]
-    steps = [r for r in rows if "event" not in r and "step_time_s" in r]
+    steps = read_steps(log)  # tolerates a line cut short when a rank was killed
     timed = steps[WARMUP_STEPS:] or steps
     if not timed:
         return {}
@@ -253,7 +258,7 @@ def run_cell(
     out = dict(cell, config=plan, predicted=predicted, wall_s=round(wall, 1), command=shlex.join(train))
     if res.returncode == 0:
         out.update(status="ok", measured=summarise_log(log))
-    elif "out of memory" in tail.lower() or "OutOfMemoryError" in tail:
+    elif looks_oom(tail):
         out.update(
             status="oom",
             measured=summarise_log(log) if log.exists() else {},
@@ -265,12 +270,9 @@ def run_cell(
 
 
 def save(results: dict, *paths: Path) -> None:
+    text = json.dumps(results, indent=1, sort_keys=True)
     for path in paths:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-        with os.fdopen(fd, "w") as fh:
-            json.dump(results, fh, indent=1, sort_keys=True)
-        os.replace(tmp, path)
+        atomic_write(path, text, force=True)
 
 
 def report_line(row: dict) -> str:

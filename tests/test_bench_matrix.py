@@ -53,6 +53,7 @@ def test_summary_of_a_real_train_log(tmp_path):
     smoke = json.loads((ROOT / "bench/results/h200-x2-train-smoke-2026-11-30.json").read_text())
     log = tmp_path / "fsdp.jsonl"
     log.write_text("".join(json.dumps(r) + "\n" for r in smoke["runs"]["fsdp"]["log"]))
+    log.write_text(log.read_text() + '{"step": 9, "loss": 2.1, "step_ti')  # a rank killed mid-line
     s = rm.summarise_log(log)
     assert s["steps"] == 8 and len(s["losses"]) == 8
     assert 0.6 < s["step_s"] < 0.8 and 5000 < s["tokens_per_s_per_gpu"] < 6500
