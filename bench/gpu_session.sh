@@ -32,7 +32,9 @@ SEED=bench/results/${MATRIX_NAME:-h200-x2-$(date +%F)}.json
 # (flex attention and the planner's Liger pick are new), then the rest of the matrix.
 DEFAULT="g2-ddp-full-s4096-mb1-ckpton,g2-fsdp-full-s4096-mb1-ckpton,g2-zero1-full-s4096-mb1-ckpton"
 DEFAULT+=",g2-zero2-full-s4096-mb1-ckpton,g2-zero3-full-s4096-mb1-ckpton,g2-fsdp-full-s4096-mb2-ckptoff-liger-flex"
-DEFAULT+=",g2-fsdp_grad_op-full-s4096-mb2-ckptoff-liger,g2-fsdp-full-s4096-mb2-ckptoff-liger"
+DEFAULT+=",g2-fsdp_grad_op-full-s4096-mb2-ckptoff-liger-flex,g2-fsdp-full-s4096-mb1-ckptoff-liger-flex"
+DEFAULT+=",g2-fsdp_grad_op-full-s4096-mb2-ckptoff-liger,g2-fsdp-full-s4096-mb4-ckptoff-liger-flex"
+DEFAULT+=",g2-fsdp-full-s4096-mb2-ckptoff-liger"
 DEFAULT+=",g2-fsdp_grad_op-full-s4096-mb1-ckpton,g2-ddp-lora-s4096-mb1-ckpton,g2-fsdp-full-s4096-mb1-ckptoff"
 DEFAULT+=",g2-fsdp-full-s4096-mb1-ckptoff-liger,g2-fsdp-full-s4096-mb4-ckptoff-liger"
 DEFAULT+=",g2-*-s4096-mb1-ckptoff,g2-*-s1024-*,g1-*-s4096-*,g1-*,g2-fsdp-full-s4096-mb2-ckptoff-liger-compile"

@@ -60,6 +60,9 @@ LEVERS = [
     (2, "fsdp", "full", 4096, 2, False, "liger-compile"),
     (2, "fsdp", "full", 4096, 2, False, "liger-flex"),
     (2, "fsdp_grad_op", "full", 4096, 2, False, "liger"),  # the planner's pick with --liger on 2x H200
+    (2, "fsdp_grad_op", "full", 4096, 2, False, "liger-flex"),
+    (2, "fsdp", "full", 4096, 1, False, "liger-flex"),
+    (2, "fsdp", "full", 4096, 4, False, "liger-flex"),
     (1, "ddp", "qlora", 4096, 1, True, ""),
 ]
 LAUNCH_FLAGS = {"compile": ["--dynamo_backend", "inductor", "--dynamo_use_regional_compilation"]}
