@@ -75,6 +75,7 @@ Test-only hooks (environment variables, used by tests/test_train_*.py, never nee
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -509,18 +510,19 @@ def load_model(args, config, use_cuda: bool, init_device: str = "cpu"):
 
 
 def build_on_gpu(args, config, strategy: str, fsdp_plugin) -> bool:
-    """Where the model is built. ZeRO-3 partitions at construction (zero.Init) and CPU offload keeps it on the host:
-    CPU. FSDP's efficient loading reads checkpoint weights on rank 0 only: CPU for pretrained weights, but a random
-    init has nothing to read, and building 7B in fp32 on the host costs every rank ~30 GB of RAM and tens of seconds,
-    so it goes to the GPU when the whole model takes at most a third of the free memory (the sharding frees it)."""
+    """Where the model is built. CPU offload keeps it on the host. Pretrained weights under ZeRO-3 are partitioned as
+    they load (zero.Init) and FSDP's efficient loading reads them on rank 0 only: CPU. A random init has nothing to
+    read, and building 7B in fp32 on the host costs every rank ~30 GB of RAM and tens of seconds, so it goes to the
+    GPU when the whole model takes at most a third of the free memory (the sharding frees it); under ZeRO-3 that also
+    means building it outside zero.Init (see `outside_zero_init`)."""
+    if "offload" in strategy:
+        return False
+    if args.init != "random":
+        return not strategy.startswith("zero3") and not (fsdp_plugin and fsdp_plugin.cpu_ram_efficient_loading)
+    if not strategy.startswith("zero3") and not (fsdp_plugin and fsdp_plugin.cpu_ram_efficient_loading):
+        return True
     import torch
 
-    if strategy.startswith("zero3") or "offload" in strategy:
-        return False
-    if not (fsdp_plugin and fsdp_plugin.cpu_ram_efficient_loading):
-        return True
-    if args.init != "random":
-        return False
     try:
         from generator.model import spec_from_config
 
@@ -530,16 +532,34 @@ def build_on_gpu(args, config, strategy: str, fsdp_plugin) -> bool:
     return n * (4 if args.load_dtype == "fp32" else 2) <= torch.cuda.mem_get_info()[0] / 3
 
 
+@contextlib.contextmanager
+def outside_zero_init(accelerator):
+    """Build the model whole, outside deepspeed.zero.Init; DeepSpeed partitions it when `prepare` starts the engine.
+
+    Why: zero.Init draws a random init its own way (per partition, gathered onto rank 0), so a ZeRO-3 run started from
+    other weights than DDP, FSDP and ZeRO-1/2 and its loss curve could not be compared with theirs (on 2x H200, loss
+    11.02 vs 11.17 at step 1). Only for `--init random`: pretrained weights are the same either way.
+    Accelerate 1.15's `zero3_init_context_manager(enable=False)` does not do this: it re-registers the same
+    HfDeepSpeedConfig, whose stage 3 is all transformers checks. Unsetting that reference does."""
+    from transformers.integrations import unset_hf_deepspeed_config
+
+    unset_hf_deepspeed_config()
+    try:
+        yield
+    finally:
+        accelerator.state.deepspeed_plugin.set_deepspeed_weakref()  # ZeRO-3 saving and prepare read it again
+
+
 def snap_to_bf16_grid(model) -> None:
     """Round fp32 random weights to bf16-representable values, as a checkpoint stored in bf16 (Mistral's, Llama's) is.
 
     Why: DeepSpeed casts the module to bf16 and builds its fp32 masters from that, so its masters start on the bf16
-    grid, while DDP and FSDP keep the raw fp32 init. With updates far below one bf16 step (lr 1e-5 on weights of
+    grid, while DDP and FSDP kept the raw fp32 init. With updates far below one bf16 step (lr 1e-5 on weights of
     ~0.02, a step of ~1e-4), raw fp32 masters cross a rounding boundary at once in a fraction of weights and grid
-    masters only after several steps. On 2x H200 (before this rounding) the DeepSpeed runs trailed DDP/FSDP2 early on
-    with identical gradient norms (loss 10.77 vs 7.92 at step 3, 0.49 vs 0.37 at step 20); this is the likely cause,
-    not yet confirmed by a rerun. ZeRO-3 parameters (partitioned at construction) are left alone: DeepSpeed rounds
-    them itself."""
+    masters only after several steps. On 2x H200 without this rounding, ZeRO-1/2 trailed DDP/FSDP2 (loss 10.77 vs
+    7.92 at step 3) with identical gradient norms; with it, DDP and FSDP2 follow the unchanged ZeRO-1/2 curve within
+    0.07 at every step (bench/results/h200-x2-2026-11-30-bf16init.json). Parameters zero.Init already partitioned
+    are left alone: DeepSpeed rounds them itself."""
     import torch
 
     with torch.no_grad():
@@ -770,7 +790,9 @@ def train(args: argparse.Namespace) -> int:
     set_seed(args.seed)  # identical random init on every rank
     fsdp_ac = is_fsdp and bool(accelerator.state.fsdp_plugin.activation_checkpointing)
     on_gpu = use_cuda and build_on_gpu(args, config, strategy, is_fsdp and accelerator.state.fsdp_plugin)
-    model = load_model(args, config, use_cuda, str(accelerator.device) if on_gpu else "cpu")
+    whole = is_ds and strategy.startswith("zero3") and on_gpu  # a random init, built as every other strategy builds it
+    with outside_zero_init(accelerator) if whole else contextlib.nullcontext():
+        model = load_model(args, config, use_cuda, str(accelerator.device) if on_gpu else "cpu")
     if args.liger:
         try:
             from liger_kernel.transformers import _apply_liger_kernel_to_instance

@@ -258,3 +258,54 @@ def test_cli_user_error_exits_2_without_traceback(tmp_path):
         "train.py: error: --global-batch 6 is not divisible by --micro-batch 1 x 4 processes = 4; use a multiple of 4 "
         "or change the config's num_processes"
     )
+
+
+@pytest.mark.parametrize(
+    ("strategy", "init", "efficient_loading", "free_gb", "expect"),
+    [
+        ("ddp", "pretrained", False, 140, True),
+        ("fsdp", "pretrained", True, 140, False),  # rank 0 reads the checkpoint on the host
+        ("zero3", "pretrained", False, 140, False),  # zero.Init partitions the weights as they load
+        ("zero3", "random", False, 140, True),  # built whole on the GPU like every other strategy
+        ("zero3", "random", False, 60, False),  # 7B in fp32 (29 GB) over a third of the free memory: zero.Init
+        ("fsdp", "random", True, 140, True),
+        ("fsdp", "random", True, 60, False),
+        ("zero3_offload", "random", False, 140, False),
+        ("zero1", "random", False, 10, True),  # unsharded strategies need the whole model on the GPU anyway
+    ],
+)
+def test_where_the_model_is_built(monkeypatch, strategy, init, efficient_loading, free_gb, expect):
+    import types
+
+    import torch
+    from transformers import MistralConfig
+
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda: (free_gb * 1e9, 141e9))
+    args = types.SimpleNamespace(init=init, model="mistral-7b", load_dtype="fp32")
+    config = MistralConfig()  # Mistral-7B's shape, 7.24B parameters
+    plugin = types.SimpleNamespace(cpu_ram_efficient_loading=efficient_loading) if strategy == "fsdp" else None
+    assert train.build_on_gpu(args, config, strategy, plugin) is expect
+
+
+def test_outside_zero_init_hides_zero3_from_transformers_then_restores_it(monkeypatch):
+    """Faked HfDeepSpeedConfig (the real one needs DeepSpeed installed): transformers decides zero.Init from the
+    registered config's stage alone, so the build must see no config and prepare must find it registered again."""
+    import types
+    import weakref
+
+    from transformers.integrations import deepspeed as hf_ds
+
+    class Stage3:
+        def is_zero3(self):
+            return True
+
+    held = Stage3()
+    plugin = types.SimpleNamespace(set_deepspeed_weakref=lambda: setattr(hf_ds, "_hf_deepspeed_config_weak_ref", ref))
+    ref = weakref.ref(held)
+    monkeypatch.setattr(hf_ds, "_hf_deepspeed_config_weak_ref", ref)
+    accelerator = types.SimpleNamespace(state=types.SimpleNamespace(deepspeed_plugin=plugin))
+    assert hf_ds.is_deepspeed_zero3_enabled()
+    with pytest.raises(RuntimeError), train.outside_zero_init(accelerator):
+        assert not hf_ds.is_deepspeed_zero3_enabled()
+        raise RuntimeError("a failed build still restores the config")
+    assert hf_ds.is_deepspeed_zero3_enabled()
