@@ -615,9 +615,10 @@ def strategy_name(accelerator) -> str:
 # ----------------------------------------------------------------------------------------------------------------------
 # 5. Metrics: FLOPs per token (the estimator's formula), memory, the estimator's prediction
 # ----------------------------------------------------------------------------------------------------------------------
-def estimator_inputs(args, config, ga: int, grad_ckpt: bool, mixed_precision: str):
+def estimator_inputs(args, config, ga: int, grad_ckpt: bool, mixed_precision: str, doc_tokens: int | None = None):
     """(ModelSpec, Workload) for the generator's estimator, built from the config already loaded (no second fetch);
-    (None, reason) when the estimator cannot size this model, so training never depends on it."""
+    (None, reason) when the estimator cannot size this model, so training never depends on it. doc_tokens: the
+    dataset's mean tokens per example, which sets how much attention work flex_attention skips."""
     try:
         from generator.estimate.types import Workload
         from generator.model import spec_from_config
@@ -634,6 +635,8 @@ def estimator_inputs(args, config, ga: int, grad_ckpt: bool, mixed_precision: st
             lora_r=args.lora_r,
             liger=args.liger,
             grad_as_bucket_view=DDP_GRADIENT_AS_BUCKET_VIEW,
+            attention="flex" if args.attn_implementation == "flex_attention" else "sdpa",
+            doc_tokens=doc_tokens,
         )
         return spec, workload
     except Exception as exc:
@@ -812,7 +815,10 @@ def train(args: argparse.Namespace) -> int:
     n_params = sum(getattr(p, "ds_numel", p.numel()) for p in model.parameters())
     n_trainable = sum(getattr(p, "ds_numel", p.numel()) for p in model.parameters() if p.requires_grad)
     qlora_ckpt = args.method == "qlora" and args.grad_checkpointing  # peft's prepare_model_for_kbit_training did it
-    spec, workload = estimator_inputs(args, config, ga, hf_ckpt or fsdp_ac or qlora_ckpt, accelerator.mixed_precision)
+    doc_tokens = max(1, round(sum(map(len, ids)) / max(1, len(ids))))
+    spec, workload = estimator_inputs(
+        args, config, ga, hf_ckpt or fsdp_ac or qlora_ckpt, accelerator.mixed_precision, doc_tokens
+    )
     if main and (args.save_every or args.export):
         ckpt = checkpoint_bytes(spec, workload, strategy, n_params, n_trainable, args.load_dtype)
         bytes_per = 2 if args.load_dtype == "bf16" else 4

@@ -15,6 +15,7 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.run_matrix import BENCH_DOC_TOKENS
 from generator.estimate import Estimate, Placement, Workload, estimate
 from generator.model import load_model
 
@@ -60,9 +61,9 @@ class Row:
 
     @property
     def unmodelled(self) -> bool:
-        """A lever the estimator does not model and the generator does not emit (compile, flex attention): the row is
-        shown but kept out of the targets and the ranking."""
-        return self.compiled or self.flex
+        """A lever the estimator does not model and the generator does not emit (torch.compile): the row is shown
+        but kept out of the targets and the ranking."""
+        return self.compiled
 
     @property
     def label(self) -> str:
@@ -83,6 +84,8 @@ class Row:
             load_dtype=self.load_dtype,
             liger=self.liger,
             grad_as_bucket_view=self.bucket_view,
+            attention="flex" if self.flex else "sdpa",
+            doc_tokens=BENCH_DOC_TOKENS if self.flex else None,
         )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from bench.calibration import MODEL, Row, predict
+from bench.run_matrix import BENCH_DOC_TOKENS
 from generator.errors import UserError
 from generator.model import load_model
 from generator.plan.planner import make_plan
@@ -40,7 +41,14 @@ def _cell(strategy: str, ckpt: bool) -> str:
 
 
 def planner_pick(
-    gpus: int, method: str, seq: int, mb: int, load: str, busbw: dict[int, float], liger: bool = False
+    gpus: int,
+    method: str,
+    seq: int,
+    mb: int,
+    load: str,
+    busbw: dict[int, float],
+    liger: bool = False,
+    flex: bool = False,
 ) -> tuple[str, bool]:
     request = PlanRequest(
         method=method,
@@ -50,6 +58,8 @@ def planner_pick(
         num_gpus=gpus,
         load_dtype=load,
         liger=liger,
+        attention="flex" if flex else "sdpa",
+        doc_tokens=BENCH_DOC_TOKENS if flex else None,
     )
     bandwidth = {frozenset(range(gpus)): busbw[gpus]} if gpus in busbw else None
     plan = make_plan(load_machine(REFERENCE_MACHINE), load_model(MODEL), request, bandwidth=bandwidth)
@@ -62,17 +72,19 @@ def fits_usable(row: Row, busbw: dict[int, float]) -> bool:
 
 
 def verdicts(rows: list[Row], busbw: dict[int, float]) -> list[Verdict]:
-    """One per (matrix file, GPUs, method, seq, micro-batch, load dtype, Liger) group of matrix cells."""
+    """One per (matrix file, GPUs, method, seq, micro-batch, load dtype, Liger, flex) group of matrix cells."""
     groups: dict[tuple, list[Row]] = {}
     for r in (r for r in rows if r.from_matrix and not r.unmodelled):
-        groups.setdefault((r.source, r.gpus, r.method, r.seq_len, r.micro_batch, r.load_dtype, r.liger), []).append(r)
+        key = (r.source, r.gpus, r.method, r.seq_len, r.micro_batch, r.load_dtype, r.liger, r.flex)
+        groups.setdefault(key, []).append(r)
     out = []
-    for (source, gpus, method, seq, mb, load, liger), cells in sorted(groups.items()):
-        name = f"{source.removesuffix('.json')} {gpus} GPU {method} s{seq} mb{mb} {load}" + (" liger" if liger else "")
+    for (source, gpus, method, seq, mb, load, liger, flex), cells in sorted(groups.items()):
+        name = f"{source.removesuffix('.json')} {gpus} GPU {method} s{seq} mb{mb} {load}"
+        name += (" liger" if liger else "") + (" flex" if flex else "")
         ran = [c for c in cells if c.status == "ok" and c.tps and fits_usable(c, busbw)]
         best = max(ran, key=lambda c: (c.tps, c.strategy, c.ckpt), default=None)
         try:
-            strategy, ckpt = planner_pick(gpus, method, seq, mb, load, busbw, liger)
+            strategy, ckpt = planner_pick(gpus, method, seq, mb, load, busbw, liger, flex)
         except UserError as exc:
             fastest = _cell(best.strategy, best.ckpt) if best else "-"
             out.append(Verdict(name, f"none ({exc})", fastest, best and best.tps, None, None, "no pick"))

@@ -98,7 +98,7 @@ def build(files: dict[str, dict]) -> tuple[str, dict]:
     md += _table(["target", "rows", "result", "worst"], [[t.name, str(t.rows), t.result, t.worst] for t in results])
     md += ["", *(line for t in results if t.result == "missed" for line in explain(t))]
     if any(r.unmodelled for r, *_ in mem):
-        md += ["- Rows labelled compile or flex use a lever the estimator does not model: shown, unscored."]
+        md += ["- Rows labelled compile use a lever the estimator does not model: shown, unscored."]
     md += ["", IN_SAMPLE]
     md += ["", "## Peak memory per GPU (GB)", "", f"![peak memory]({PLOTS['memory']})", ""]
     md += _table(
@@ -129,8 +129,8 @@ def build(files: dict[str, dict]) -> tuple[str, dict]:
     md += [
         "Fastest that fits: the fastest cell of the group whose measured peak reserved memory stayed within the "
         "planner's usable memory (the card less the default 10% headroom and the memory outside the allocator). "
-        "Rows run with Liger are their own groups (a user flag, not a planner choice); torch.compile and flex "
-        "attention rows are left out (the generator does not emit them, and the estimator does not model them).",
+        "Rows run with Liger or flex attention are their own groups (user flags, not planner choices); torch.compile "
+        "rows are left out (the generator does not emit it, and the estimator does not model it).",
         "",
     ]
     if recs:

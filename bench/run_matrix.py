@@ -48,6 +48,10 @@ STRATEGIES = [
     ("ddp", "lora"),
 ]
 WORKLOADS = [(4096, 1), (1024, 4)]
+# Mean tokens per example of train.py's default dataset (recipes/data/synthetic_instruct.jsonl) under the character
+# tokenizer of tests/tiny_model.py, which the matrix's Mistral-7B directory carries: what flex_attention's skipped
+# work depends on (tests/test_bench_matrix.py recomputes it).
+BENCH_DOC_TOKENS = 54
 # Throughput levers for issue 5's MFU target, on top of the matrix's FSDP2 cells: (gpus, strategy, method, seq, mb,
 # ckpt, variant). Variants: "liger" = Liger kernels (train.py --liger, and the estimator told so); "compile" =
 # accelerate's regional torch.compile of the repeated decoder layers; "flex" = transformers' flex_attention instead of
@@ -153,6 +157,7 @@ def plan_cell(cell: dict, cfg: Path, extra_plan: list[str], lane: int | None = N
         "--micro-batch", str(cell["micro_batch"]), "--global-batch", str(cell["micro_batch"] * cell["gpus"]),
         "--grad-checkpointing", "on" if cell["ckpt"] else "off", "--output", str(cfg), "--force", "--json",
         *(["--liger"] if "liger" in variant_parts(cell) else []), *pin, *extra_plan,
+        *(["--attention", "flex", "--doc-tokens", str(BENCH_DOC_TOKENS)] if "flex" in variant_parts(cell) else []),
     ]  # fmt: skip
     res = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=120)
     if res.returncode != 0:

@@ -155,3 +155,16 @@ def test_runner_puts_one_gpu_cells_side_by_side_and_stops_at_the_budget(tmp_path
     args.budget_s, args.cell_estimate_s = 0.5, 0.1  # then 0.2 s per measured cell: stops after a few
     rm.Runner(args, {"cells": {}}, [tmp_path / "r2.json"], 1, time.time()).run(cells)
     assert 1 <= len(seen) < len(cells)
+
+
+def test_bench_doc_tokens_is_the_default_datasets_mean_under_the_bench_tokenizer(tmp_path):
+    """BENCH_DOC_TOKENS tells the estimator how much attention work flex skipped in the matrix's flex cells."""
+    from tiny_model import build_tokenizer
+    from transformers import AutoTokenizer
+
+    train = _train_module()
+    build_tokenizer(tmp_path)
+    tok = AutoTokenizer.from_pretrained(str(tmp_path))
+    args = train.parse_args([])
+    ids, _, _ = train.tokenize_rows(train.load_rows(str(rm.REPO / args.dataset)), tok, 4096)
+    assert round(sum(map(len, ids)) / len(ids)) == rm.BENCH_DOC_TOKENS

@@ -115,8 +115,23 @@ def test_plan_json_is_fast_and_never_imports_torch_or_transformers():
     assert elapsed < 10  # generous for a loaded CI runner; the real figure is printed by `make demo`
 
 
-@pytest.mark.parametrize("flag, value", [("--seq-len", "0"), ("--num-gpus", "9"), ("--headroom", "2")])
+@pytest.mark.parametrize(
+    "flag, value", [("--seq-len", "0"), ("--num-gpus", "9"), ("--headroom", "2"), ("--doc-tokens", "0")]
+)
 def test_bad_flags_fail_with_one_line(flag, value, capsys):
     assert main([*BASE, flag, value]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and err.count("\n") == 1
+
+
+def test_flex_attention_reaches_the_launch_command_and_pays_more_the_shorter_the_documents(capsys):
+    sdpa = run_json(capsys, "--num-gpus", "2", "--global-batch", "8")
+    long_docs = run_json(capsys, "--num-gpus", "2", "--global-batch", "8", "--attention", "flex")
+    short = run_json(capsys, "--num-gpus", "2", "--global-batch", "8", "--attention", "flex", "--doc-tokens", "200")
+    assert "--attn-implementation flex_attention" in long_docs["launch_command"]
+    assert "--attn-implementation" not in sdpa["launch_command"]  # train.py's default, sdpa
+
+    def speed(d):
+        return next(e for e in d["estimates"] if e["strategy"] == "fsdp")["tokens_per_s_per_gpu"]
+
+    assert speed(sdpa) < speed(long_docs) < speed(short)

@@ -38,6 +38,13 @@ def register(subparsers, verb: str, help_text: str) -> argparse.ArgumentParser:
     w.add_argument("--optimizer", choices=("adamw", "adamw8bit"), default="adamw")
     w.add_argument("--lora-r", type=int, default=16, help="LoRA rank for --method lora/qlora (default 16).")
     w.add_argument("--liger", action="store_true", help="Liger fused kernels (no full logits tensor).")
+    w.add_argument(
+        "--attention",
+        choices=("sdpa", "flex"),
+        default="sdpa",
+        help="Attention kernel: flex skips what packing masks out (GPU; faster the shorter the documents).",
+    )
+    w.add_argument("--doc-tokens", type=int, help="Mean tokens per packed document, for --attention flex.")
     c = p.add_argument_group("choice")
     c.add_argument("--num-gpus", type=int, help="GPUs per machine (default: as many as help).")
     c.add_argument("--strategy", choices=STRATEGY_CHOICES, default="auto", help="Force a strategy (default auto).")
@@ -77,6 +84,8 @@ def request_from_args(args):
         optimizer=args.optimizer,
         lora_r=args.lora_r,
         liger=args.liger,
+        attention=args.attention,
+        doc_tokens=args.doc_tokens,
         num_machines=args.num_machines,
         machine_rank=args.machine_rank,
         main_process_ip=args.main_process_ip,

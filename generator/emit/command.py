@@ -28,6 +28,8 @@ def train_args(plan: Plan) -> list[str]:
         args += ["--load-dtype", w.load_dtype]
     if w.liger:
         args.append("--liger")
+    if w.attention == "flex":
+        args += ["--attn-implementation", "flex_attention"]
     return args
 
 

@@ -36,6 +36,9 @@ ATTENTION_EFFICIENCY = 0.29
 # Fraction of HBM bandwidth a streaming elementwise pass (fused AdamW, dtype casts) reaches. Assumed, not measured;
 # with it the fp32-loaded point of the same run is predicted at 0.667 s against 0.684 s measured.
 HBM_EFFICIENCY = 0.8
+# flex_attention's tile (transformers' block mask: 128 x 128). A query tile computes every key tile its documents
+# reach: its own plus, on average, half a document of earlier keys; the rest of the s x s square is skipped.
+FLEX_BLOCK_TOKENS = 128
 # Share of the compute window that overlappable communication actually hides, per strategy family. Fitted to 0 for
 # both on 2x H200 (NVLink, busbw 338 GB/s) under plain Accelerate, eager mode (tests/test_estimate_gpu.py and issue 5):
 # DDP bf16 ran 0.662 s/step against 0.611 s on one GPU, i.e. the 43 ms all-reduce fully exposed; FSDP2 ran
@@ -130,9 +133,22 @@ def _compute_s(model: ModelSpec, workload: Workload, peak_flops: float) -> float
     backward = 4.0 if workload.method == "full" else 2.0
     matmul = (2.0 * fwd + backward) * model.matmul_params_active
     # Attention has no weights: its backward is 2x its forward whatever is frozen (12*L*h*s = forward 4 + backward 8).
-    attn = attention_flops_per_token(model, workload.seq_len) * (fwd + 2) / 3
+    attn = attention_flops_per_token(model, workload.seq_len) * (fwd + 2) / 3 * attention_work_share(workload)
     seconds = tokens * (matmul / MATMUL_EFFICIENCY + attn / ATTENTION_EFFICIENCY) / peak_flops
     return seconds * (1 - LIGER_COMPUTE_SAVING) if workload.liger else seconds
+
+
+def attention_work_share(workload: Workload) -> float:
+    """Share of the dense s x s attention work the kernel does. SDPA is handed a dense mask under packing and does it
+    all (causal or not). flex_attention skips whole empty tiles of the block-diagonal causal mask; at the same
+    ATTENTION_EFFICIENCY on the tiles it computes (assumed: the flex rows measured so far, ~54-token documents, leave
+    attention too small to fit a rate), the 4 flex rows on 2x H200 (FSDP2 micro-batch 1/2/4, no-reshard micro-batch 2,
+    Liger, no checkpointing) are predicted 2-8% slower than measured (bench/results/h200-x2-2026-11-30-bf16init.json).
+    Peak memory is left as SDPA's: flex measured 2.7 GB per sequence below it there, a margin the plan keeps."""
+    if workload.attention != "flex":
+        return 1.0
+    doc = min(workload.doc_tokens or workload.seq_len, workload.seq_len)
+    return min(1.0, (FLEX_BLOCK_TOKENS + doc / 2) / workload.seq_len)
 
 
 def _update_bytes(model: ModelSpec, workload: Workload, placement: Placement, strategy: str) -> float:

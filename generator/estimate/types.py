@@ -40,6 +40,12 @@ class Workload:
     lora_r: int = 16
     liger: bool = False
     """Liger fused kernels (fused linear cross-entropy: no full logits tensor)."""
+    attention: str = "sdpa"
+    """sdpa | flex: train.py's --attn-implementation. Under packing SDPA gets a dense mask and does all s x s of the
+    attention work; flex_attention skips the blocks the block-diagonal causal mask leaves empty."""
+    doc_tokens: int | None = None
+    """Mean tokens per packed document (flex only: how much attention work it skips); None = the sequence length,
+    documents filling every sequence."""
     grad_as_bucket_view: bool = True
     """DDP `gradient_as_bucket_view`: train.py turns it on (the gradients are views into the Reducer's buckets, which
     live for the whole run); Accelerate's own default is False (the Reducer keeps a second gradient copy)."""

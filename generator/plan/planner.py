@@ -176,6 +176,8 @@ def evaluate(topology, model, request, choices, inter, engines: Engines) -> tupl
                 load_dtype=request.load_dtype,
                 lora_r=request.lora_r,
                 liger=request.liger,
+                attention=request.attention,
+                doc_tokens=request.doc_tokens,
             )
             skip = [(s, engines.applicable(s, workload, placement)) for s in STRATEGIES]
             runnable = tuple(s for s, why_not in skip if why_not is None)

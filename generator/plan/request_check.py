@@ -15,6 +15,7 @@ def check_request(request: PlanRequest) -> None:
     _one_of("--grad-checkpointing", r.grad_checkpointing, ("auto", "on", "off"))
     _one_of("--load-dtype", r.load_dtype, ("fp32", "bf16"))
     _one_of("--optimizer", r.optimizer, ("adamw", "adamw8bit"))
+    _one_of("--attention", r.attention, ("sdpa", "flex"))
     if r.fabric is not None:
         _one_of("--fabric", r.fabric, tuple(FABRICS))
     for flag, value in (
@@ -24,6 +25,7 @@ def check_request(request: PlanRequest) -> None:
         ("--num-gpus", r.num_gpus),
         ("--num-machines", r.num_machines),
         ("--lora-r", r.lora_r),
+        ("--doc-tokens", r.doc_tokens),
     ):
         if value is not None and value < 1:
             raise UserError(f"{flag} must be at least 1, got {value}")

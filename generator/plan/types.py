@@ -31,6 +31,10 @@ class PlanRequest:
     optimizer: str = "adamw"
     lora_r: int = 16
     liger: bool = False
+    attention: str = "sdpa"
+    """sdpa | flex (train.py --attn-implementation flex_attention)."""
+    doc_tokens: int | None = None
+    """Mean tokens per packed document, for --attention flex; None = the sequence length."""
     num_machines: int = 1
     machine_rank: int = 0
     main_process_ip: str | None = None
