@@ -13,7 +13,9 @@ PROBE_WHEN = "2x H200 SXM, 2026-11-30"
 """NCCL all-reduce bus bandwidth of the two GPUs (probe run)."""
 TRIAL_FILE = "bench/results/trial-h200x2-2026-11-30-calibration.json"
 """`plan --trial` on the measured machine: train.py steps under the planner's top candidates."""
-MATRIX_FILE = "bench/results/h200-x2-2026-11-30.json"
+MATRIX_FILES = ("bench/results/h200-x2-2026-11-30-bf16init.json", "bench/results/h200-x2-2026-11-30.json")
+"""Benchmark matrices of the measured machine, newest first: a cell is quoted from the first file that ran it."""
+MATRIX_FILE = MATRIX_FILES[-1]
 MATRIX_WHEN = "2026-11-30"
 
 
@@ -36,21 +38,24 @@ def measured_run_line(plan) -> str:
 
 
 def _matrix_line(plan) -> str | None:
-    """The benchmark-matrix cell with this recipe's strategy, micro-batch and checkpointing (no accumulation)."""
+    """The benchmark-matrix cell with this recipe's strategy, micro-batch, checkpointing and levers (Liger, flex
+    attention), without accumulation, from the newest matrix that ran it."""
     w = plan.workload
-    path = REPO / MATRIX_FILE
-    cells = json.loads(path.read_text())["cells"] if path.exists() else {}
     key = f"g{plan.num_processes}-{plan.strategy}-{w.method}-s{w.seq_len}-mb{w.micro_batch}-ckpt"
-    cell = cells.get(key + ("on" if w.grad_checkpointing else "off"), {})
-    if cell.get("status") != "ok":
-        return None
-    m = cell["measured"]
-    return (
-        f"- Measured on this machine with train.py (benchmark matrix, {MATRIX_WHEN}, the same strategy, micro-batch "
-        f"and checkpointing, global batch {w.micro_batch * plan.num_processes} instead of {plan.global_batch}): "
-        f"{m['tokens_per_s_per_gpu']:,.0f} tokens/s per GPU, MFU {m['mfu']:.1%}, {m['peak_allocated_gb']:.1f} GB "
-        f"allocated, {m['peak_reserved_gb']:.1f} GB reserved: `{MATRIX_FILE}`"
-    )
+    key += "on" if w.grad_checkpointing else "off"
+    key += "".join(f"-{lever}" for lever, on in (("liger", w.liger), ("flex", w.attention == "flex")) if on)
+    for name in MATRIX_FILES:
+        path = REPO / name
+        cell = (json.loads(path.read_text())["cells"] if path.exists() else {}).get(key, {})
+        if cell.get("status") == "ok":
+            m = cell["measured"]
+            return (
+                f"- Measured on this machine with train.py (benchmark matrix, {MATRIX_WHEN}, the same strategy, "
+                f"micro-batch, checkpointing and kernels, global batch {w.micro_batch * plan.num_processes} instead "
+                f"of {plan.global_batch}): {m['tokens_per_s_per_gpu']:,.0f} tokens/s per GPU, MFU {m['mfu']:.1%}, "
+                f"{m['peak_allocated_gb']:.1f} GB allocated, {m['peak_reserved_gb']:.1f} GB reserved: `{name}`"
+            )
+    return None
 
 
 def _trial_line(plan) -> str | None:
