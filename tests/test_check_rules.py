@@ -149,6 +149,33 @@ def test_deepspeed_stage_rules():
     assert ("warning", "deepspeed_config.zero_hpz_partition_size") in got
 
 
+def test_zero3_init_flag_false_is_reported_as_ignored_and_fixed_to_what_happens():
+    cfg = {"distributed_type": "DEEPSPEED", "num_processes": 2, "deepspeed_config": {"zero_stage": 3}}
+    for flag, expect in ((False, True), ("false", True), (True, False)):
+        cfg["deepspeed_config"]["zero3_init_flag"] = flag
+        got = [f for f in run_rules(cfg) if f.key == "deepspeed_config.zero3_init_flag"]
+        assert bool(got and got[0].severity == "warning") is expect, (flag, got)
+    cfg["deepspeed_config"]["zero3_init_flag"] = False
+    fixed, _ = fix_config(cfg, CheckContext())
+    assert fixed["deepspeed_config"]["zero3_init_flag"] is True
+
+
+def test_accelerate_registers_the_zero3_config_even_with_the_flag_off():
+    """The library fact the rule above rests on (accelerate 1.15, transformers 5): needs DeepSpeed installed, since
+    transformers' HfDeepSpeedConfig checks for it."""
+    pytest.importorskip("deepspeed")
+    from accelerate.utils import DeepSpeedPlugin
+    from transformers.integrations import is_deepspeed_zero3_enabled, unset_hf_deepspeed_config
+
+    unset_hf_deepspeed_config()
+    plugin = DeepSpeedPlugin(zero_stage=3, zero3_init_flag=False)
+    try:
+        plugin.select(_from_accelerator_state=True)
+        assert plugin.zero3_init_flag is False and is_deepspeed_zero3_enabled()
+    finally:
+        unset_hf_deepspeed_config()
+
+
 def test_multinode_rules():
     base = {"distributed_type": "MULTI_GPU", "num_processes": 16, "num_machines": 2}
     assert ("error", "main_process_ip") in keyed(run_rules(base))

@@ -107,6 +107,21 @@ def stage_keys(cfg: dict, ctx: CheckContext) -> list[Finding]:
                 (((S, "zero3_init_flag"), False),),
             )
         )
+    if stage == 3 and "zero3_init_flag" in ds and not as_bool(ds.get("zero3_init_flag"), True):
+        # accelerate 1.15 registers the stage-3 HfDeepSpeedConfig whatever the flag (DeepSpeedPlugin.select ->
+        # set_deepspeed_weakref), and transformers decides zero.Init from that config's stage alone.
+        out.append(
+            Finding(
+                "warning",
+                f"{S}.zero3_init_flag",
+                "false has no effect on transformers models: Accelerator() still registers the ZeRO-3 config, so "
+                "from_pretrained/from_config build under zero.Init anyway.",
+                "write true (what happens); to build a model whole, call "
+                "transformers.integrations.unset_hf_deepspeed_config() around the load.",
+                "stage_keys",
+                (((S, "zero3_init_flag"), True),),
+            )
+        )
     if stage == 3 and "zero3_init_flag" not in ds:
         out.append(
             Finding(
