@@ -90,6 +90,27 @@ QUESTIONS: tuple[QuestionSpec, ...] = (
         validate=auto_or_positive_int,
         parse=auto_int,
     ),  # fmt: skip
+    QuestionSpec(
+        "kernels",
+        "select",
+        "Kernels?",
+        lambda a: [
+            ("Standard: SDPA attention, nothing extra to install", "sdpa"),
+            ("Liger kernels (pip install liger-kernel): less memory, so larger micro-batches fit", "liger"),
+            ("Liger + flex attention: fastest measured on 2x H200 (GPU; more so for short documents)", "liger-flex"),
+            ("Flex attention only", "flex"),
+        ],
+        default="sdpa",
+    ),
+    QuestionSpec(
+        "doc_tokens",
+        "text",
+        "Mean tokens per training example, for flex attention (auto = examples fill each sequence):",
+        default="auto",
+        validate=auto_or_positive_int,
+        parse=auto_int,
+        when=lambda a: "flex" in a["kernels"],
+    ),  # fmt: skip
     QuestionSpec("num_machines", "text", "Number of machines:", default="1", validate=positive_int, parse=int),
     QuestionSpec(
         "main_process_ip",
@@ -149,6 +170,9 @@ def request_from_answers(a: Answers) -> PlanRequest:
         seq_len=a["seq_len"],
         micro_batch=a["micro_batch"],
         global_batch=a["global_batch"],
+        liger="liger" in a.get("kernels", "sdpa"),
+        attention="flex" if "flex" in a.get("kernels", "sdpa") else "sdpa",
+        doc_tokens=a.get("doc_tokens"),
         num_gpus=a.get("num_gpus"),
         exclude=tuple(a.get("exclude", ())),
         strategy=a.get("strategy", "auto"),
