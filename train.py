@@ -840,6 +840,8 @@ def train(args: argparse.Namespace) -> int:
 
     scheduler = get_cosine_schedule_with_warmup(optimizer, args.warmup_steps, args.max_steps)
     model, optimizer, loader, scheduler = accelerator.prepare(model, optimizer, loader, scheduler)
+    if whole:  # DeepSpeed now holds only its partitions: hand the whole model's cached blocks back to the driver
+        torch.cuda.empty_cache()
     if resume_from is not None:
         accelerator.load_state(str(resume_from))
 
