@@ -517,10 +517,10 @@ def build_on_gpu(args, config, strategy: str, fsdp_plugin) -> bool:
     means building it outside zero.Init (see `outside_zero_init`)."""
     if "offload" in strategy:
         return False
-    if args.init != "random":
-        return not strategy.startswith("zero3") and not (fsdp_plugin and fsdp_plugin.cpu_ram_efficient_loading)
     if not strategy.startswith("zero3") and not (fsdp_plugin and fsdp_plugin.cpu_ram_efficient_loading):
         return True
+    if args.init != "random":
+        return False
     import torch
 
     try:
@@ -615,6 +615,11 @@ def strategy_name(accelerator) -> str:
 # ----------------------------------------------------------------------------------------------------------------------
 # 5. Metrics: FLOPs per token (the estimator's formula), memory, the estimator's prediction
 # ----------------------------------------------------------------------------------------------------------------------
+def mean_tokens(ids: list[list[int]]) -> int:
+    """Mean tokens per tokenized example (at least 1): what flex_attention's skipped work depends on."""
+    return max(1, round(sum(map(len, ids)) / max(1, len(ids))))
+
+
 def estimator_inputs(args, config, ga: int, grad_ckpt: bool, mixed_precision: str, doc_tokens: int | None = None):
     """(ModelSpec, Workload) for the generator's estimator, built from the config already loaded (no second fetch);
     (None, reason) when the estimator cannot size this model, so training never depends on it. doc_tokens: the
@@ -815,9 +820,8 @@ def train(args: argparse.Namespace) -> int:
     n_params = sum(getattr(p, "ds_numel", p.numel()) for p in model.parameters())
     n_trainable = sum(getattr(p, "ds_numel", p.numel()) for p in model.parameters() if p.requires_grad)
     qlora_ckpt = args.method == "qlora" and args.grad_checkpointing  # peft's prepare_model_for_kbit_training did it
-    doc_tokens = max(1, round(sum(map(len, ids)) / max(1, len(ids))))
     spec, workload = estimator_inputs(
-        args, config, ga, hf_ckpt or fsdp_ac or qlora_ckpt, accelerator.mixed_precision, doc_tokens
+        args, config, ga, hf_ckpt or fsdp_ac or qlora_ckpt, accelerator.mixed_precision, mean_tokens(ids)
     )
     if main and (args.save_every or args.export):
         ckpt = checkpoint_bytes(spec, workload, strategy, n_params, n_trainable, args.load_dtype)

@@ -167,4 +167,4 @@ def test_bench_doc_tokens_is_the_default_datasets_mean_under_the_bench_tokenizer
     tok = AutoTokenizer.from_pretrained(str(tmp_path))
     args = train.parse_args([])
     ids, _, _ = train.tokenize_rows(train.load_rows(str(rm.REPO / args.dataset)), tok, 4096)
-    assert round(sum(map(len, ids)) / len(ids)) == rm.BENCH_DOC_TOKENS
+    assert train.mean_tokens(ids) == rm.BENCH_DOC_TOKENS
