@@ -26,6 +26,11 @@ GPU_MEMORY_GB = 150.75
 MODEL = "mistral-7b"
 
 
+def bench_attention(flex: bool) -> dict:
+    """Workload / PlanRequest attention fields of a matrix cell: flex over the bench data's document length."""
+    return {"attention": "flex", "doc_tokens": BENCH_DOC_TOKENS} if flex else {}
+
+
 @dataclass(frozen=True)
 class Row:
     """One measured configuration."""
@@ -84,8 +89,7 @@ class Row:
             load_dtype=self.load_dtype,
             liger=self.liger,
             grad_as_bucket_view=self.bucket_view,
-            attention="flex" if self.flex else "sdpa",
-            doc_tokens=BENCH_DOC_TOKENS if self.flex else None,
+            **bench_attention(self.flex),
         )
 
 

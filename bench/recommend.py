@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bench.calibration import MODEL, Row, predict
-from bench.run_matrix import BENCH_DOC_TOKENS
+from bench.calibration import MODEL, Row, bench_attention, predict
 from generator.errors import UserError
 from generator.model import load_model
 from generator.plan.planner import make_plan
@@ -58,8 +57,7 @@ def planner_pick(
         num_gpus=gpus,
         load_dtype=load,
         liger=liger,
-        attention="flex" if flex else "sdpa",
-        doc_tokens=BENCH_DOC_TOKENS if flex else None,
+        **bench_attention(flex),
     )
     bandwidth = {frozenset(range(gpus)): busbw[gpus]} if gpus in busbw else None
     plan = make_plan(load_machine(REFERENCE_MACHINE), load_model(MODEL), request, bandwidth=bandwidth)
