@@ -10,7 +10,13 @@ Each task is rendered in three formats that train.py understands:
   synthetic_text.jsonl      {"id", "text"}                        (every token is trained)
 Deterministic: the same --seed always writes byte-identical files.
 
+`--long-tokens N` writes synthetic_long.jsonl instead: {"id", "text"} documents of at least N characters (N tokens
+under the bench's character tokenizer, more under a subword one), each a chain of the same tasks. Packed, every
+sequence up to N tokens is one document: the case where attention work is largest (bench/sweep.py's `fill` cells).
+It is written where a benchmark needs it, not shipped.
+
     python recipes/data/make_synthetic.py [--rows 1000] [--seed 0] [--out recipes/data]
+    python recipes/data/make_synthetic.py --long-tokens 33000 --rows 16 --out /tmp/bench-sweep
 """
 
 from __future__ import annotations
@@ -45,13 +51,31 @@ def write_jsonl(path: Path, rows: list[dict]) -> None:
             fh.write(json.dumps(row, sort_keys=True) + "\n")
 
 
+def long_document(rng: random.Random, chars: int) -> str:
+    """Task lines joined until the text is at least `chars` characters long."""
+    lines, size = [], 0
+    while size < chars:
+        prompt, answer = make_pair(rng)
+        lines.append(f"{prompt} = {answer}")
+        size += len(lines[-1]) + 1
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1000, help="rows per file")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default=str(Path(__file__).parent), help="output directory")
+    parser.add_argument("--long-tokens", type=int, default=0, help="write long documents instead")
     args = parser.parse_args()
     rng = random.Random(args.seed)
+    if args.long_tokens:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        docs = [{"id": i, "text": long_document(rng, args.long_tokens)} for i in range(args.rows)]
+        write_jsonl(out / "synthetic_long.jsonl", docs)
+        print(f"wrote {args.rows} documents of at least {args.long_tokens} characters to {out}")
+        return
     pairs = [make_pair(rng) for _ in range(args.rows)]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

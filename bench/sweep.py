@@ -1,0 +1,274 @@
+"""Single-GPU sweep: sequence length x attention kernel x document length x method, and the scripts people launch.
+
+Issue 17 (long sequences) and issue 18 (TRL / Trainer and plain Accelerate loops) need rows the estimator was never
+fitted on. Each cell: `python -m generator plan` writes the config for this machine (one GPU), the cell's script runs
+it for a few optimizer steps on Mistral-7B's architecture with random weights, and the per-step log gives peak memory,
+median step time and tokens/s. Results merge into one JSON file after every cell, so a killed call loses one cell.
+
+    python bench/sweep.py --budget-s 540 --only 'train.py-*-s32768-*'   # glob patterns, run in the order given
+    python bench/sweep.py --list
+
+Cell keys: `<script>-g1-<strategy>-<method>-s<seq>-mb<mb>-ckpt<on|off>-<sdpa|flex>-<short|fill>[-liger]`.
+Documents: `short` is recipes/data/synthetic_instruct.jsonl packed (about 54 tokens per example under the bench's
+character tokenizer); `fill` is one synthetic text per sequence (each document at least as long as the sequence),
+written by recipes/data/make_synthetic.py --long-tokens into the work directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import json
+import os
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from datetime import date
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from bench.run_matrix import BENCH_DOC_TOKENS, SAFE_ENV, model_dir, save, versions  # noqa: E402
+from generator.trial.metrics import looks_oom, read_steps  # noqa: E402
+
+SHORT_DATA = REPO / "recipes" / "data" / "synthetic_instruct.jsonl"
+LONG_TOKENS = 33_000  # above Mistral-7B's 32768 positions, so every `fill` document fills any sequence length
+SCRIPTS = {
+    "train.py": ["train.py"],
+    "custom": ["bench/scripts/plain_loop.py"],
+    "trainer": ["recipes/trl-sft/sft.py"],
+}
+WARMUP = 2  # leading steps left out of the medians (allocator growth, lazy init, autotuning)
+START_S = 45.0  # process start, imports, random init of 7B on the GPU, data: what a cell costs before its first step
+
+
+@dataclass(frozen=True)
+class Cell:
+    script: str
+    """train.py (ours), custom (a plain Accelerate loop) or trainer (TRL SFTTrainer)."""
+    strategy: str
+    method: str
+    seq_len: int
+    micro_batch: int
+    ckpt: bool
+    attention: str
+    """sdpa | flex."""
+    docs: str
+    """short (packed ~54-token examples) | fill (one document per sequence)."""
+    liger: bool = False
+    steps: int = 6
+
+    @property
+    def key(self) -> str:
+        ck = "on" if self.ckpt else "off"
+        base = f"{self.script}-g1-{self.strategy}-{self.method}-s{self.seq_len}-mb{self.micro_batch}-ckpt{ck}"
+        return f"{base}-{self.attention}-{self.docs}" + ("-liger" if self.liger else "")
+
+    @property
+    def doc_tokens(self) -> int:
+        return self.seq_len if self.docs == "fill" else BENCH_DOC_TOKENS
+
+
+def _c(script, strategy, method, seq, mb, ckpt, attention, docs, liger=False, steps=6) -> Cell:
+    return Cell(script, strategy, method, seq, mb, ckpt, attention, docs, liger, steps)
+
+
+# Priority order: the issue's acceptance rows first (LoRA at 32768 with flex, then SDPA), then the long-sequence
+# sweep, then the scripts' validation rows, then short sequences. Long SDPA cells run fewer steps (~25 s each).
+CELLS: tuple[Cell, ...] = (
+    _c("train.py", "ddp", "lora", 32768, 1, True, "flex", "fill", steps=5),
+    _c("train.py", "ddp", "lora", 32768, 1, True, "sdpa", "fill", steps=4),
+    _c("train.py", "ddp", "lora", 16384, 1, True, "flex", "fill"),
+    _c("train.py", "ddp", "lora", 16384, 1, True, "sdpa", "fill", steps=5),
+    _c("train.py", "ddp", "full", 8192, 1, True, "sdpa", "fill"),
+    _c("train.py", "ddp", "full", 8192, 1, True, "flex", "fill"),
+    _c("train.py", "ddp", "lora", 8192, 1, True, "flex", "short"),
+    _c("train.py", "ddp", "lora", 8192, 1, True, "sdpa", "short"),
+    _c("train.py", "ddp", "full", 1024, 8, False, "sdpa", "short"),
+    # Scripts (issue 18): DDP and single-GPU FSDP2, full with checkpointing, LoRA with and without.
+    _c("custom", "ddp", "full", 4096, 1, True, "sdpa", "short"),
+    _c("custom", "fsdp", "full", 4096, 1, True, "sdpa", "short"),
+    _c("custom", "ddp", "lora", 4096, 1, False, "sdpa", "short"),
+    _c("custom", "ddp", "lora", 4096, 1, True, "sdpa", "short"),
+    _c("trainer", "ddp", "full", 4096, 1, True, "sdpa", "short"),
+    _c("trainer", "fsdp", "full", 4096, 1, True, "sdpa", "short"),
+    _c("trainer", "ddp", "lora", 4096, 1, False, "sdpa", "short"),
+    _c("trainer", "ddp", "lora", 4096, 1, True, "sdpa", "short"),
+    # More of the sweep: QLoRA, FSDP2 LoRA reserved memory, full at 16384, short sequences, Liger.
+    _c("train.py", "ddp", "qlora", 16384, 1, True, "flex", "fill"),
+    _c("train.py", "fsdp", "lora", 16384, 1, True, "flex", "fill"),
+    _c("train.py", "ddp", "full", 16384, 1, True, "flex", "fill", liger=True),
+    _c("train.py", "ddp", "qlora", 4096, 1, True, "sdpa", "short"),
+    _c("train.py", "ddp", "lora", 4096, 4, False, "sdpa", "fill"),
+    _c("train.py", "ddp", "lora", 2048, 8, False, "flex", "short"),
+    _c("train.py", "ddp", "full", 4096, 2, False, "flex", "fill", liger=True),
+    _c("train.py", "ddp", "lora", 32768, 1, True, "flex", "short", steps=5),
+    _c("train.py", "ddp", "full", 2048, 4, True, "sdpa", "fill"),
+)
+
+
+def plan_command(cell: Cell, cfg: Path) -> list[str]:
+    """The generator's plan for this cell on the live GPU; its JSON carries the predicted row."""
+    return [
+        sys.executable, "-m", "generator", "plan", "--model", "mistral-7b", "--num-gpus", "1",
+        "--strategy", cell.strategy, "--method", cell.method, "--seq-len", str(cell.seq_len),
+        "--micro-batch", str(cell.micro_batch), "--global-batch", str(cell.micro_batch),
+        "--grad-checkpointing", "on" if cell.ckpt else "off", "--output", str(cfg), "--force", "--json",
+        *(["--liger"] if cell.liger else []),
+        *(["--attention", "flex", "--doc-tokens", str(cell.doc_tokens)] if cell.attention == "flex" else []),
+    ]  # fmt: skip
+
+
+def dataset(cell: Cell, workdir: Path) -> Path:
+    if cell.docs == "short":
+        return SHORT_DATA
+    path = workdir / "synthetic_long.jsonl"
+    if not path.exists():
+        subprocess.run(
+            [sys.executable, "recipes/data/make_synthetic.py", "--long-tokens", str(LONG_TOKENS), "--rows", "16",
+             "--out", str(workdir)],
+            cwd=REPO, check=True, timeout=300,
+        )  # fmt: skip
+    return path
+
+
+def train_command(cell: Cell, cfg: Path, log: Path, model: Path, data: Path, out: Path) -> list[str]:
+    """accelerate launch <script> with the flags every bench script shares (see each script's --help)."""
+    attn = "flex_attention" if cell.attention == "flex" else "sdpa"
+    flags = [
+        "--model", str(model), "--init", "random", "--method", cell.method, "--dataset", str(data),
+        "--seq-len", str(cell.seq_len), "--micro-batch", str(cell.micro_batch),
+        "--global-batch", str(cell.micro_batch),
+        "--grad-checkpointing" if cell.ckpt else "--no-grad-checkpointing",
+        "--max-steps", str(cell.steps), "--attn-implementation", attn, "--log-file", str(log),
+        "--output-dir", str(out), *(["--liger"] if cell.liger else []),
+    ]  # fmt: skip
+    if cell.script == "train.py":
+        flags += ["--warmup-steps", "1", "--save-every", "0", "--no-export"]
+        if cell.method != "full":
+            flags += ["--load-dtype", "bf16"]  # the LoRA/QLoRA default from issue 17 on, whatever train.py is run
+    launch = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(cfg)]
+    return [*launch, *SCRIPTS[cell.script], *flags]
+
+
+def summarise(log: Path) -> dict:
+    steps = read_steps(log)
+    timed = steps[WARMUP:] or steps[-1:]
+    if not timed:
+        return {}
+    last = steps[-1]
+    med = statistics.median
+    return dict(
+        steps=len(steps),
+        step_s=round(med(r["step_time_s"] for r in timed), 4),
+        tokens_per_s_per_gpu=round(med(float(r["tokens_per_s_per_gpu"]) for r in timed), 1),
+        mfu=round(med(r["mfu"] for r in timed), 4) if timed[0].get("mfu") is not None else None,
+        peak_allocated_gb=max(last.get("max_mem_allocated_gb") or [0]) or None,
+        peak_reserved_gb=max(last.get("max_mem_reserved_gb") or [0]) or None,
+        step_times_s=[r["step_time_s"] for r in steps],
+        losses=[round(r["loss"], 4) for r in steps],
+    )
+
+
+def predicted_step_s(plan: dict) -> float | None:
+    row = next((e for e in plan.get("estimates", []) if e.get("strategy") == plan.get("strategy")), {})
+    return row.get("step_s")
+
+
+def run_cell(cell: Cell, workdir: Path) -> dict:
+    cfg, log = workdir / f"{cell.key}.yaml", workdir / f"{cell.key}.jsonl"
+    res = subprocess.run(plan_command(cell, cfg), capture_output=True, text=True, cwd=REPO, timeout=120)
+    if res.returncode != 0:
+        return dict(asdict(cell), key=cell.key, status="error", tail=f"plan: {res.stderr.strip()[-600:]}")
+    plan = json.loads(res.stdout)
+    predicted = next((e for e in plan["estimates"] if e["strategy"] == plan["strategy"]), {})
+    data = dataset(cell, workdir)
+    cmd = train_command(cell, cfg, log, model_dir(workdir), data, workdir / cell.key)
+    env = {**os.environ, **SAFE_ENV, "CUDA_DEVICE_ORDER": "PCI_BUS_ID", "PYTHONUNBUFFERED": "1"}
+    log.unlink(missing_ok=True)
+    t0 = time.time()
+    try:
+        run = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, env=env, timeout=900)
+        rc, tail = run.returncode, (run.stdout + run.stderr)[-3000:]
+    except subprocess.TimeoutExpired as exc:
+        rc, tail = -9, f"timeout after {exc.timeout} s"
+    row = dict(
+        asdict(cell), key=cell.key, doc_tokens=cell.doc_tokens, dataset=str(data.relative_to(REPO))
+        if data.is_relative_to(REPO) else data.name, config=plan, predicted=predicted,
+        wall_s=round(time.time() - t0, 1), command=shlex.join(cmd),
+    )  # fmt: skip
+    if rc == 0:
+        row.update(status="ok", measured=summarise(log))
+    else:
+        row.update(status="oom" if looks_oom(tail) else "error", measured=summarise(log), tail=tail[-1500:])
+    return row
+
+
+def select(cells: tuple[Cell, ...], patterns: list[str]) -> list[Cell]:
+    out: list[Cell] = []
+    for pat in patterns:
+        out += [c for c in cells if fnmatch.fnmatchcase(c.key, pat) and c not in out]
+    return out
+
+
+def expected_s(cell: Cell, workdir: Path) -> float:
+    """A cell's cost before running it: start-up plus its steps at the plan's predicted step time (x2 for SDPA at
+    long sequences, which the pre-sweep estimator under-predicts by up to 2.4x)."""
+    res = subprocess.run(plan_command(cell, workdir / "probe.yaml"), capture_output=True, text=True, cwd=REPO)
+    step = predicted_step_s(json.loads(res.stdout)) if res.returncode == 0 else None
+    slow = 2.5 if cell.attention == "sdpa" and cell.seq_len > 4096 else 1.3
+    return START_S + cell.steps * (step or 5.0) * slow
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--results", type=Path, default=None, help="default bench/results/h200-x1-sweep-<date>.json")
+    ap.add_argument("--also-write", type=Path, default=None, help="a second copy, rewritten after every cell")
+    ap.add_argument("--only", default="*", help="comma list of cell-key glob patterns, run in this order")
+    ap.add_argument("--budget-s", type=float, default=540, help="skip a cell that would pass this wall time")
+    ap.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "bench-sweep")
+    ap.add_argument("--list", action="store_true", help="print the cell keys and exit")
+    args = ap.parse_args()
+    cells = select(CELLS, args.only.split(","))
+    if args.list:
+        print("\n".join(c.key for c in cells))
+        return 0
+    start = time.time()
+    path = args.results or REPO / "bench" / "results" / f"h200-x1-sweep-{date.today().isoformat()}.json"
+    results = json.loads(path.read_text()) if path.exists() else {"machine": "h200-x1", "cells": {}}
+    results.setdefault("versions", {}).update(versions())
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    model_dir(args.workdir)
+    paths = [path] + ([args.also_write] if args.also_write else [])
+    for cell in cells:
+        if results["cells"].get(cell.key, {}).get("status") in ("ok", "oom"):
+            continue
+        need = expected_s(cell, args.workdir)
+        if time.time() - start + need > args.budget_s:
+            print(f"budget: skipping {cell.key} (expects {need:.0f} s)", flush=True)
+            continue
+        print(f"running {cell.key} (expects {need:.0f} s) ...", flush=True)
+        row = run_cell(cell, args.workdir)
+        results["cells"][cell.key] = row
+        save(results, *paths)
+        m = row.get("measured") or {}
+        print(
+            f"  {row['status']}: {m.get('tokens_per_s_per_gpu')} tok/s (predicted "
+            f"{row['predicted'].get('tokens_per_s_per_gpu') if row.get('predicted') else None}), alloc "
+            f"{m.get('peak_allocated_gb')} reserved {m.get('peak_reserved_gb')} GB, wall {row.get('wall_s')} s"
+            + (f"\n  {row['tail'][-400:]}" if row["status"] != "ok" else ""),
+            flush=True,
+        )
+    done = sum(results["cells"].get(c.key, {}).get("status") in ("ok", "oom") for c in cells)
+    print(f"results: {path} ({done}/{len(cells)} cells done)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
