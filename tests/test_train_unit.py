@@ -11,10 +11,26 @@ from pathlib import Path
 import pytest
 
 from generator.errors import UserError
+from training.args import grad_accum_steps, parse_args
+from training.checkpoints import (
+    CKPT_PREFIX,
+    STATE_FILE,
+    TMP_PREFIX,
+    check_free_space,
+    check_output_dir,
+    check_resume_compatible,
+    complete_checkpoints,
+    find_resume,
+    latest_checkpoint,
+    publish_checkpoint,
+    remove_stale_temporaries,
+)
+from training.data import BlockStream, detect_format, encode_chat, encode_pair, pack_blocks
+from training.distributed import build_on_gpu, outside_zero_init
+from training.errors import EXIT_USER_ERROR
+from training.model import load_model
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-import train  # noqa: E402  (the top-level script, importable because its main() is guarded)
 
 
 @pytest.fixture(scope="module")
@@ -33,10 +49,10 @@ def tok(tiny):
 
 # -- batch arithmetic -------------------------------------------------------------------------------------------------
 def test_grad_accum_matches_generator_arithmetic():
-    assert train.grad_accum_steps(16, 1, 2) == 8
-    assert train.grad_accum_steps(16, 2, 8) == 1
+    assert grad_accum_steps(16, 1, 2) == 8
+    assert grad_accum_steps(16, 2, 8) == 1
     with pytest.raises(UserError, match=r"--global-batch 12 is not divisible by --micro-batch 2 x 4 processes = 8"):
-        train.grad_accum_steps(12, 2, 4)
+        grad_accum_steps(12, 2, 4)
 
 
 # -- formats and masks ------------------------------------------------------------------------------------------------
@@ -51,16 +67,16 @@ def test_grad_accum_matches_generator_arithmetic():
     ],
 )
 def test_detect_format(columns, kind):
-    assert train.detect_format(columns) == kind
+    assert detect_format(columns) == kind
 
 
 def test_dataset_without_usable_column_is_a_user_error():
     with pytest.raises(UserError, match=r"no usable column \(found \['a', 'b'\]\)"):
-        train.detect_format(["b", "a"])
+        detect_format(["b", "a"])
 
 
 def test_instruction_prompt_is_masked_response_trained(tok):
-    ids, labels = train.encode_pair(tok, "add 2 and 3", "5")
+    ids, labels = encode_pair(tok, "add 2 and 3", "5")
     trained = [t for t, y in zip(ids, labels, strict=True) if y != -100]
     assert tok.decode(trained) == "5</s>"
     assert tok.decode(ids).startswith("<s>### Instruction:\nadd 2 and 3")
@@ -73,13 +89,13 @@ def test_chat_trains_only_assistant_turns(tok):
         {"role": "user", "content": "add 1 and 1"},
         {"role": "assistant", "content": "2"},
     ]
-    ids, labels = train.encode_chat(tok, msgs)
+    ids, labels = encode_chat(tok, msgs)
     assert tok.decode(ids) == tok.apply_chat_template(msgs, tokenize=False)
     trained = tok.decode([t if y != -100 else tok.convert_tokens_to_ids("|") for t, y in zip(ids, labels, strict=True)])
     # Everything but the two assistant answers (+ their end-of-turn) is masked; "|" marks masked positions here.
     assert trained.replace("|", "") == "cba</s>\n2</s>\n"
     sharegpt = [{"from": "human", "value": "reverse: abc"}, {"from": "gpt", "value": "cba"}]
-    assert train.encode_chat(tok, sharegpt) == train.encode_chat(tok, msgs[:2])
+    assert encode_chat(tok, sharegpt) == encode_chat(tok, msgs[:2])
 
 
 def test_packing_resets_positions_and_masks_example_starts():
@@ -87,11 +103,11 @@ def test_packing_resets_positions_and_masks_example_starts():
     labels = [list(x) for x in ids]
     for y in labels:
         y[0] = -100
-    x, y, pos, mask = train.pack_blocks(ids, labels, 4, 0, pack=True)
+    x, y, pos, mask = pack_blocks(ids, labels, 4, 0, pack=True)
     assert mask is None and x.tolist() == [[1, 10, 11, 1], [20, 21, 22, 1]]  # 9 tokens -> 2 blocks, tail dropped
     assert pos.tolist() == [[0, 1, 2, 0], [1, 2, 3, 0]]  # the straddling example continues its positions
     assert y.tolist() == [[-100, 10, 11, -100], [20, 21, 22, -100]]
-    x, y, pos, mask = train.pack_blocks(ids, labels, 4, 0, pack=False)
+    x, y, pos, mask = pack_blocks(ids, labels, 4, 0, pack=False)
     assert x.tolist()[0] == [1, 10, 11, 0] and mask.tolist()[0] == [1, 1, 1, 0] and y.tolist()[0][3] == -100
 
 
@@ -118,8 +134,8 @@ def test_random_init_in_fp32_sits_on_the_bf16_grid(tiny):
     import torch
     from transformers import AutoConfig
 
-    args = train.parse_args(["--model", str(tiny), "--init", "random", "--load-dtype", "fp32"])
-    model = train.load_model(args, AutoConfig.from_pretrained(str(tiny)), use_cuda=False)
+    args = parse_args(["--model", str(tiny), "--init", "random", "--load-dtype", "fp32"])
+    model = load_model(args, AutoConfig.from_pretrained(str(tiny)), use_cuda=False)
     params = list(model.parameters())
     assert all(p.dtype == torch.float32 for p in params)
     assert all(torch.equal(p, p.to(torch.bfloat16).float()) for p in params)
@@ -140,56 +156,56 @@ def test_flex_attention_sees_the_same_packed_boundaries_as_sdpa(tiny):
         a = sdpa(input_ids=ids, position_ids=pos, use_cache=False).logits
         b = flex(input_ids=ids, position_ids=pos, use_cache=False).logits
     torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
-    args = train.parse_args(["--model", str(tiny), "--attn-implementation", "flex_attention"])
+    args = parse_args(["--model", str(tiny), "--attn-implementation", "flex_attention"])
     with pytest.raises(UserError, match="no CPU backward"):
-        train.load_model(args, AutoConfig.from_pretrained(str(tiny)), use_cuda=False)
+        load_model(args, AutoConfig.from_pretrained(str(tiny)), use_cuda=False)
 
 
 def test_data_order_is_a_seeded_permutation_per_epoch_and_resumable():
     import torch
 
     blocks = (torch.arange(5).view(5, 1), torch.zeros(5, 1), torch.zeros(5, 1), None)
-    full = train.BlockStream(blocks, seed=3, start=0, length=15)
+    full = BlockStream(blocks, seed=3, start=0, length=15)
     order = [int(full[i]["input_ids"]) for i in range(15)]
     for epoch in range(3):
         assert sorted(order[5 * epoch : 5 * epoch + 5]) == [0, 1, 2, 3, 4]  # each epoch sees every block once
     assert order[:5] != order[5:10]  # and reshuffles
-    resumed = train.BlockStream(blocks, seed=3, start=7, length=8)
+    resumed = BlockStream(blocks, seed=3, start=7, length=8)
     assert [int(resumed[i]["input_ids"]) for i in range(8)] == order[7:]
     assert [resumed[i]["sample_id"] for i in range(8)] == list(range(7, 15))
 
 
 # -- checkpoint bookkeeping -------------------------------------------------------------------------------------------
 def _fake_save(out: Path, step: int, keep_last: int = 2) -> Path:
-    tmp = out / f"{train.TMP_PREFIX}{step:08d}"
+    tmp = out / f"{TMP_PREFIX}{step:08d}"
     tmp.mkdir()
     (tmp / "model.safetensors").write_bytes(b"w" * 10)
-    train.publish_checkpoint(tmp, out / f"{train.CKPT_PREFIX}{step:08d}", {"step": step}, keep_last)
-    return out / f"{train.CKPT_PREFIX}{step:08d}"
+    publish_checkpoint(tmp, out / f"{CKPT_PREFIX}{step:08d}", {"step": step}, keep_last)
+    return out / f"{CKPT_PREFIX}{step:08d}"
 
 
 def test_publish_renames_points_latest_and_prunes_after(tmp_path):
     for step in (2, 4, 6):
         _fake_save(tmp_path, step)
-    assert [d.name for d in train.complete_checkpoints(tmp_path)] == ["step-00000004", "step-00000006"]
+    assert [d.name for d in complete_checkpoints(tmp_path)] == ["step-00000004", "step-00000006"]
     assert (tmp_path / "latest").read_text().strip() == "step-00000006"
-    assert train.latest_checkpoint(tmp_path).name == "step-00000006"
-    assert json.loads((tmp_path / "step-00000006" / train.STATE_FILE).read_text())["step"] == 6
+    assert latest_checkpoint(tmp_path).name == "step-00000006"
+    assert json.loads((tmp_path / "step-00000006" / STATE_FILE).read_text())["step"] == 6
     assert not list(tmp_path.glob(".tmp-*"))
 
 
 def test_partial_checkpoint_is_never_resumed_and_is_cleaned(tmp_path):
     _fake_save(tmp_path, 2)
-    partial = tmp_path / f"{train.TMP_PREFIX}00000004"  # a save killed before publish
+    partial = tmp_path / f"{TMP_PREFIX}00000004"  # a save killed before publish
     partial.mkdir()
     (partial / "model.safetensors").write_bytes(b"half")
-    assert train.latest_checkpoint(tmp_path).name == "step-00000002"
+    assert latest_checkpoint(tmp_path).name == "step-00000002"
     unsealed = tmp_path / "step-00000009"  # a directory without trainer_state.json is not a checkpoint either
     unsealed.mkdir()
-    assert train.latest_checkpoint(tmp_path).name == "step-00000002"
+    assert latest_checkpoint(tmp_path).name == "step-00000002"
     (tmp_path / "latest").write_text("step-00000007\n")  # stale pointer: fall back to the newest complete one
-    assert train.latest_checkpoint(tmp_path).name == "step-00000002"
-    assert train.remove_stale_temporaries(tmp_path) == [partial] and not partial.exists()
+    assert latest_checkpoint(tmp_path).name == "step-00000002"
+    assert remove_stale_temporaries(tmp_path) == [partial] and not partial.exists()
 
 
 def test_resaving_a_step_replaces_it_atomically(tmp_path):
@@ -202,26 +218,28 @@ def test_output_dir_checks(tmp_path, monkeypatch):
     blocker = tmp_path / "file"
     blocker.write_text("x")
     with pytest.raises(UserError, match=r"output directory '.*file/run' is not writable"):
-        train.check_output_dir(str(blocker / "run"))
+        check_output_dir(str(blocker / "run"))
     monkeypatch.setenv("TRAIN_TEST_FREE_BYTES", str(10**9))
-    train.check_free_space(tmp_path, 5 * 10**8, "one checkpoint")
+    check_free_space(tmp_path, 5 * 10**8, "one checkpoint")
     with pytest.raises(UserError, match=r"not enough disk space in '.*': one checkpoint needs about 2.00 GB, 1.00 GB"):
-        train.check_free_space(tmp_path, 2 * 10**9, "one checkpoint")
+        check_free_space(tmp_path, 2 * 10**9, "one checkpoint")
 
 
 def test_resume_refuses_changed_data_order(tmp_path):
-    args = train.parse_args(["--output-dir", str(tmp_path), "--global-batch", "8", "--max-steps", "10"])
+    args = parse_args(["--output-dir", str(tmp_path), "--global-batch", "8", "--max-steps", "10"])
     state = {"step": 4, "global_batch": 16, "seq_len": args.seq_len, "seed": args.seed}
     with pytest.raises(UserError, match=r"written with --global-batch 16, this run has 8"):
-        train.check_resume_compatible(state, args, tmp_path)
+        check_resume_compatible(state, args, tmp_path)
     _fake_save(tmp_path, 4)
     with pytest.raises(UserError, match=r"already holds checkpoint step-00000004; pass --resume"):
-        train.find_resume(args, tmp_path)
+        find_resume(args, tmp_path)
 
 
 # -- user errors through the real entry point ---------------------------------------------------------------------
 def _main_error(capsys, argv) -> str:
-    assert train.main(argv) == train.EXIT_USER_ERROR
+    import train  # the script's entry point, importable because its main() is guarded
+
+    assert train.main(argv) == EXIT_USER_ERROR
     err = capsys.readouterr().err.strip()
     assert "Traceback" not in err  # (transformers' own progress bars may precede the one error line)
     return err.splitlines()[-1]
@@ -284,7 +302,7 @@ def test_where_the_model_is_built(monkeypatch, strategy, init, efficient_loading
     args = types.SimpleNamespace(init=init, model="mistral-7b", load_dtype="fp32")
     config = MistralConfig()  # Mistral-7B's shape, 7.24B parameters
     plugin = types.SimpleNamespace(cpu_ram_efficient_loading=efficient_loading) if strategy == "fsdp" else None
-    assert train.build_on_gpu(args, config, strategy, plugin) is expect
+    assert build_on_gpu(args, config, strategy, plugin) is expect
 
 
 def test_outside_zero_init_hides_zero3_from_transformers_then_restores_it(monkeypatch):
@@ -305,7 +323,7 @@ def test_outside_zero_init_hides_zero3_from_transformers_then_restores_it(monkey
     monkeypatch.setattr(hf_ds, "_hf_deepspeed_config_weak_ref", ref)
     accelerator = types.SimpleNamespace(state=types.SimpleNamespace(deepspeed_plugin=plugin))
     assert hf_ds.is_deepspeed_zero3_enabled()
-    with pytest.raises(RuntimeError), train.outside_zero_init(accelerator):
+    with pytest.raises(RuntimeError), outside_zero_init(accelerator):
         assert not hf_ds.is_deepspeed_zero3_enabled()
         raise RuntimeError("a failed build still restores the config")
     assert hf_ds.is_deepspeed_zero3_enabled()

@@ -1,0 +1,185 @@
+"""The output directory and its checkpoints: checks before training, atomic saves, finding and validating a resume
+point (docs/train.md, "Checkpoints and preemption").
+
+A directory named step-* is always complete: every rank writes into .tmp-step-*, rank 0 seals it with
+trainer_state.json, fsyncs, renames it, then atomically replaces the `latest` pointer; pruning comes after that.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+
+from generator.errors import UserError
+from generator.fileio import atomic_write
+from training import hooks
+
+CKPT_PREFIX, TMP_PREFIX, LATEST, STATE_FILE = "step-", ".tmp-step-", "latest", "trainer_state.json"
+# The flags the data order depends on: a resumed run must repeat them.
+RESUME_MUST_MATCH = ("global_batch", "seq_len", "seed", "method", "dataset", "pack")
+
+
+def check_output_dir(path: str) -> Path:
+    out = Path(path)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / f".write-test-{os.getpid()}"
+        probe.write_bytes(b"ok")
+        probe.unlink()
+    except OSError as exc:
+        raise UserError(f"output directory {str(out)!r} is not writable: {exc.strerror or exc}") from None
+    return out
+
+
+def check_free_space(path: Path, need_bytes: int, what: str) -> None:
+    free = hooks.free_bytes() or shutil.disk_usage(path).free
+    if free < need_bytes:
+        raise UserError(
+            f"not enough disk space in {str(path)!r}: {what} needs about {need_bytes / 1e9:.2f} GB, "
+            f"{free / 1e9:.2f} GB free; free space, lower --keep-last or choose another --output-dir"
+        )
+
+
+def _fsync_path(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def fsync_tree(root: Path) -> None:
+    for dirpath, _, files in os.walk(root):
+        for name in files:
+            _fsync_path(Path(dirpath) / name)
+        _fsync_path(Path(dirpath))
+
+
+def complete_checkpoints(out: Path) -> list[Path]:
+    """step-* directories holding trainer_state.json, oldest first. Temporary directories are never listed."""
+    found = [d for d in out.glob(f"{CKPT_PREFIX}*") if d.is_dir() and (d / STATE_FILE).is_file()]
+    return sorted(found, key=lambda d: d.name)
+
+
+def latest_checkpoint(out: Path) -> Path | None:
+    pointer = out / LATEST
+    if pointer.is_file():
+        named = out / pointer.read_text().strip()
+        if named.name.startswith(CKPT_PREFIX) and (named / STATE_FILE).is_file():
+            return named
+    done = complete_checkpoints(out)  # pointer missing or stale: the newest complete one is still safe
+    return done[-1] if done else None
+
+
+def publish_checkpoint(tmp: Path, final: Path, state: dict, keep_last: int) -> list[Path]:
+    """Rank 0, after every rank wrote into `tmp`: seal, rename, point `latest` at it, prune. Returns pruned dirs."""
+    atomic_write(tmp / STATE_FILE, json.dumps(state, indent=1), force=True)
+    fsync_tree(tmp)
+    if final.exists():  # same step saved again (e.g. preempted right after a periodic save): keep the newer one
+        old = final.with_name(f".old-{final.name}")
+        shutil.rmtree(old, ignore_errors=True)
+        os.rename(final, old)
+        os.rename(tmp, final)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.rename(tmp, final)
+    _fsync_path(final.parent)
+    atomic_write(final.parent / LATEST, final.name + "\n", force=True)
+    pruned = []
+    if keep_last:
+        for old in complete_checkpoints(final.parent)[:-keep_last]:
+            if old != final:
+                shutil.rmtree(old, ignore_errors=True)
+                pruned.append(old)
+    return pruned
+
+
+def remove_stale_temporaries(out: Path) -> list[Path]:
+    stale = [d for d in out.iterdir() if d.name.startswith((TMP_PREFIX, f".old-{CKPT_PREFIX}"))]
+    for d in stale:
+        shutil.rmtree(d, ignore_errors=True)
+    return stale
+
+
+def find_resume(args, out: Path) -> Path | None:
+    if args.resume is None:
+        found = latest_checkpoint(out)
+        if found is not None:
+            raise UserError(
+                f"{str(out)!r} already holds checkpoint {found.name}; pass --resume to continue from it "
+                "or choose an empty --output-dir"
+            )
+        return None
+    if args.resume == "auto":
+        return latest_checkpoint(out)
+    path = Path(args.resume)
+    if not (path / STATE_FILE).is_file():
+        raise UserError(
+            f"--resume {args.resume!r} is not a complete checkpoint (no {STATE_FILE}); "
+            f"complete ones in {str(out)!r}: {[d.name for d in complete_checkpoints(out)] or 'none'}"
+        )
+    return path
+
+
+def check_resume_compatible(state: dict, args, path: Path) -> None:
+    for key in RESUME_MUST_MATCH:
+        if key in state and state[key] != getattr(args, key):
+            flag = "--" + key.replace("_", "-")
+            raise UserError(
+                f"checkpoint {str(path)!r} was written with {flag} {state[key]!r}, this run has "
+                f"{getattr(args, key)!r}; resume with the same value (data order depends on it)"
+            )
+    if state["step"] > args.max_steps:
+        raise UserError(f"checkpoint {str(path)!r} is at step {state['step']}, beyond --max-steps {args.max_steps}")
+
+
+def resume_step(args, out: Path) -> tuple[Path | None, int]:
+    """(checkpoint to resume from or None, the step it reached); refuses a checkpoint this run cannot continue."""
+    path = find_resume(args, out)
+    if path is None:
+        return None, 0
+    state = json.loads((path / STATE_FILE).read_text())
+    check_resume_compatible(state, args, path)
+    return path, int(state["step"])
+
+
+def save_checkpoint(accelerator, out: Path, step: int, args, world: int, ga: int, log) -> None:
+    """Every rank calls it: accelerator.save_state into a temporary directory, then rank 0 publishes it."""
+    t0 = time.perf_counter()
+    tmp, final = out / f"{TMP_PREFIX}{step:08d}", out / f"{CKPT_PREFIX}{step:08d}"
+    if accelerator.is_main_process:
+        shutil.rmtree(tmp, ignore_errors=True)
+    accelerator.wait_for_everyone()
+    log.write(event="save_begin", step=step, path=str(tmp))
+    try:
+        accelerator.save_state(str(tmp))
+        hooks.inside_save(step)
+        accelerator.wait_for_everyone()
+        pruned = []
+        if accelerator.is_main_process:
+            state = {
+                "step": step,
+                "world_size": world,
+                "grad_accum": ga,
+                **{key: getattr(args, key) for key in RESUME_MUST_MATCH},
+                "samples_consumed": step * args.global_batch,
+                "time": time.time(),
+            }
+            pruned = publish_checkpoint(tmp, final, state, args.keep_last)
+    except OSError as exc:
+        prev = latest_checkpoint(out)
+        raise UserError(
+            f"writing checkpoint {str(tmp)!r} failed: {exc.strerror or exc}; the previous checkpoint "
+            f"{str(prev) if prev else '(none)'} is intact"
+        ) from None
+    accelerator.wait_for_everyone()
+    log.write(
+        event="checkpoint",
+        step=step,
+        path=str(final),
+        seconds=round(time.perf_counter() - t0, 3),
+        pruned=[p.name for p in pruned],
+    )

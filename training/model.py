@@ -1,0 +1,123 @@
+"""The model: config and tokenizer, the weights (pretrained, random, or random then quantised for QLoRA), LoRA
+adapters, activation checkpointing and Liger kernels. Built after the Accelerator exists, so the launch config
+decides where it goes."""
+
+from __future__ import annotations
+
+from generator.errors import UserError
+from training.errors import first_line
+
+LOAD_DTYPES = {"fp32": "float32", "bf16": "bfloat16"}  # --load-dtype -> torch dtype name
+
+
+def load_config_and_tokenizer(args):
+    from transformers import AutoConfig, AutoTokenizer
+
+    try:
+        config = AutoConfig.from_pretrained(args.model)
+    except Exception as exc:
+        raise UserError(f"cannot load model {args.model!r}: {first_line(exc)}") from None
+    max_len = getattr(config, "max_position_embeddings", None)
+    if max_len and args.seq_len > max_len:
+        raise UserError(f"--seq-len {args.seq_len} is above {args.model!r}'s max_position_embeddings {max_len}")
+    try:
+        tok = AutoTokenizer.from_pretrained(args.model)
+    except Exception as exc:
+        raise UserError(f"cannot load the tokenizer of {args.model!r}: {first_line(exc)}") from None
+    if tok.pad_token_id is None:
+        tok.pad_token = tok.eos_token
+    return config, tok
+
+
+def load_model(args, config, use_cuda: bool, init_device: str = "cpu"):
+    """The base model in --load-dtype; for QLoRA quantised to 4-bit NF4 (a random init is quantised in memory)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    if args.attn_implementation == "flex_attention" and not use_cuda:
+        raise UserError("--attn-implementation flex_attention has no CPU backward in torch; use sdpa on CPU")
+    kwargs = {"dtype": getattr(torch, LOAD_DTYPES[args.load_dtype]), "attn_implementation": args.attn_implementation}
+    if args.method == "qlora":
+        if not use_cuda:
+            raise UserError("--method qlora needs a CUDA GPU (bitsandbytes 4-bit); use --method lora on CPU")
+        from training.qlora import quantization_config
+
+        kwargs["quantization_config"] = quantization_config()
+        if init_device != "cpu":  # DDP: each rank quantises onto its own GPU
+            kwargs["device_map"] = {"": init_device}
+    try:
+        if args.init == "random" and args.method == "qlora":
+            from training.qlora import quantised_random_model
+
+            model = quantised_random_model(config, init_device, **kwargs)
+        elif args.init == "random":
+            with torch.device(init_device):  # random init straight on the GPU: minutes faster than CPU for 7B
+                model = AutoModelForCausalLM.from_config(config, **kwargs)
+            snap_to_bf16_grid(model)
+        else:
+            model = AutoModelForCausalLM.from_pretrained(args.model, config=config, **kwargs)
+    except (OSError, ValueError, ImportError, KeyError) as exc:
+        raise UserError(f"cannot load model {args.model!r}: {first_line(exc)}") from None
+    model.config.use_cache = False
+    return model
+
+
+def snap_to_bf16_grid(model) -> None:
+    """Round fp32 random weights to bf16-representable values, as a checkpoint stored in bf16 (Mistral's, Llama's) is.
+
+    Why: DeepSpeed casts the module to bf16 and builds its fp32 masters from that, so its masters start on the bf16
+    grid, while DDP and FSDP kept the raw fp32 init. With updates far below one bf16 step (lr 1e-5 on weights of
+    ~0.02, a step of ~1e-4), raw fp32 masters cross a rounding boundary at once in a fraction of weights and grid
+    masters only after several steps. On 2x H200 without this rounding, ZeRO-1/2 trailed DDP/FSDP2 (loss 10.77 vs
+    7.92 at step 3) with identical gradient norms; with it, DDP and FSDP2 follow the unchanged ZeRO-1/2 curve within
+    0.07 at every step (bench/results/h200-x2-2026-11-30-bf16init.json). Parameters zero.Init already partitioned
+    are left alone: DeepSpeed rounds them itself."""
+    import torch
+
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dtype == torch.float32 and not hasattr(p, "ds_id"):
+                p.copy_(p.to(torch.bfloat16))
+
+
+def add_adapters(model, args, grad_checkpointing: bool):
+    from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training
+
+    if args.method == "qlora":
+        model = prepare_model_for_kbit_training(
+            model,
+            use_gradient_checkpointing=grad_checkpointing,
+            gradient_checkpointing_kwargs={"use_reentrant": False},
+        )
+    targets = "all-linear" if args.lora_targets == "all-linear" else args.lora_targets.split(",")
+    cfg = LoraConfig(
+        r=args.lora_r, lora_alpha=args.lora_alpha, lora_dropout=0.0, target_modules=targets, task_type="CAUSAL_LM"
+    )
+    try:
+        return get_peft_model(model, cfg)
+    except ValueError as exc:
+        raise UserError(f"--lora-targets {args.lora_targets!r}: {first_line(exc)}") from None
+
+
+def apply_liger(model) -> None:
+    try:
+        from liger_kernel.transformers import _apply_liger_kernel_to_instance
+    except ImportError:
+        raise UserError("--liger needs liger-kernel: pip install liger-kernel") from None
+    _apply_liger_kernel_to_instance(model=model)
+
+
+def enable_grad_checkpointing(model) -> None:
+    """HF activation checkpointing, non-reentrant, under whichever name this transformers version gives it."""
+    enable = getattr(model, "activation_checkpointing_enable", None)  # transformers >= 5.x name
+    if enable is not None:
+        enable(activation_checkpointing_kwargs={"use_reentrant": False})
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+
+
+def count_params(model) -> tuple[int, int]:
+    """(all, trainable), counting ZeRO-3 partitioned parameters at their full size."""
+    n_params = sum(getattr(p, "ds_numel", p.numel()) for p in model.parameters())
+    n_trainable = sum(getattr(p, "ds_numel", p.numel()) for p in model.parameters() if p.requires_grad)
+    return n_params, n_trainable
