@@ -193,12 +193,17 @@ def load_config_and_tokenizer(model: str):
 def random_model(config, load_dtype: str, attn_implementation: str):
     """AutoModelForCausalLM.from_config with the dtype the pretrained path loads in. Without `dtype`, from_config
     follows config.dtype: bf16 for Mistral-7B's hub config.json, fp32 for a config that names none (the bench's
-    config-only directory), so the dtype is always passed (docs/scripts.md)."""
+    config-only directory), so the dtype is always passed (docs/scripts.md).
+    Built on this rank's GPU when there is one, as train.py builds a random init: 7B in fp32 on the host costs every
+    rank ~30 GB of RAM and tens of seconds, and there are no weights to read that would favour the CPU."""
+    import torch
     from transformers import AutoModelForCausalLM
 
-    return AutoModelForCausalLM.from_config(
-        config, dtype=torch_dtype(load_dtype), attn_implementation=attn_implementation
-    )
+    device = f"cuda:{int(os.environ.get('LOCAL_RANK', '0'))}" if torch.cuda.is_available() else "cpu"
+    with torch.device(device):
+        return AutoModelForCausalLM.from_config(
+            config, dtype=torch_dtype(load_dtype), attn_implementation=attn_implementation
+        )
 
 
 def lora_config(args: argparse.Namespace):
