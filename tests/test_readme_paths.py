@@ -116,8 +116,14 @@ def check_accelerate_launch(w: list[str], train) -> None:
     args = launch_command_parser().parse_args(w[2:])
     assert args.config_file and (ROOT / args.config_file).is_file(), f"missing config {args.config_file}"
     load_config_from_file(str(ROOT / args.config_file))
-    assert args.training_script == "train.py"
-    train.parse_args(list(args.training_script_args))
+    if args.training_script == "train.py":
+        train.parse_args(list(args.training_script_args))
+    else:  # another script of this repository (recipes/trl-sft/sft.py): its own parser must accept the flags
+        assert (ROOT / args.training_script).is_file(), f"missing script {args.training_script}"
+        spec = importlib.util.spec_from_file_location("script_for_readme_test", ROOT / args.training_script)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        module.parse_args(list(args.training_script_args))
 
 
 def run_generator(w: list[str], tmp_path: Path) -> None:

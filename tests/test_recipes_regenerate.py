@@ -16,11 +16,12 @@ HINT = "run: .venv/bin/python -m generator.plan.recipes"
 
 
 def committed_files() -> dict[str, bytes]:
-    """Everything under recipes/ except recipes/data/ (train.py's sample data, not generated here)."""
+    """Everything under recipes/ except recipes/data/ (train.py's sample data) and recipes/trl-sft/ (a hand-written
+    script recipe; tests/test_readme_paths.py reruns its plan commands), neither generated here."""
     return {
         str(p.relative_to(COMMITTED)): p.read_bytes()
         for p in COMMITTED.rglob("*")
-        if p.is_file() and p.relative_to(COMMITTED).parts[0] != "data" and "__pycache__" not in p.parts
+        if p.is_file() and p.relative_to(COMMITTED).parts[0] not in ("data", "trl-sft") and "__pycache__" not in p.parts
     }
 
 
