@@ -110,6 +110,8 @@ CELLS: tuple[Cell, ...] = (
     _c("train.py", "ddp", "full", 4096, 2, False, "flex", "fill", liger=True),
     _c("train.py", "ddp", "lora", 32768, 1, True, "flex", "short", steps=5),
     _c("train.py", "ddp", "full", 2048, 4, True, "sdpa", "fill"),
+    _c("train.py", "ddp", "lora", 4096, 1, True, "sdpa", "fill"),
+    _c("train.py", "ddp", "full", 4096, 1, True, "flex", "short"),
 )
 
 
@@ -195,7 +197,10 @@ def run_cell(cell: Cell, workdir: Path) -> dict:
     t0 = time.time()
     try:
         run = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, env=env, timeout=900)
-        rc, tail = run.returncode, (run.stdout + run.stderr)[-3000:]
+        text = run.stdout + run.stderr
+        # The script's own one-line error sits above torchrun's failure table: keep it apart from the tail.
+        errors = [ln for ln in text.splitlines() if "error:" in ln.lower() or "Error:" in ln][:6]
+        rc, tail = run.returncode, "\n".join(errors) + "\n...\n" + text[-2500:]
     except subprocess.TimeoutExpired as exc:
         rc, tail = -9, f"timeout after {exc.timeout} s"
     row = dict(
