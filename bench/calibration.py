@@ -16,13 +16,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.run_matrix import BENCH_DOC_TOKENS
+from generator.catalog.gpus import find_gpu
 from generator.estimate import Estimate, Placement, Workload, estimate
 from generator.model import load_model
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 GPU_NAME = "NVIDIA H200"
-GPU_MEMORY_GB = 150.75
-"""What NVML reports for an H200 (143,771 MiB), as the planner's Placement carries it."""
+GPU_MEMORY_GB = find_gpu(GPU_NAME).reported_memory_gb
+"""What NVML reports for the measured H200 (the catalog's captured total), as the planner's Placement carries it."""
 MODEL = "mistral-7b"
 
 

@@ -42,7 +42,7 @@ def test_gpu_peak_table(name, tflops):
 def test_unknown_gpu_is_noted():
     p = Placement(num_gpus_per_machine=1, gpu_name="Mystery GPU", gpu_memory_gb=80, busbw_gbps=0)
     e = estimate(MISTRAL, Workload(method="lora"), p, "ddp")
-    assert any("not in the GPU table" in n for n in e.notes)
+    assert any("not in the GPU catalog" in n for n in e.notes)
 
 
 def test_one_gpu_strategies():

@@ -100,7 +100,7 @@ def _notes(model: ModelSpec, workload: Workload, placement: Placement, strategy:
     if placement.num_gpus > 1 and not placement.busbw_gbps:
         notes.append("no bus bandwidth given for these GPUs: communication time unknown")
     if not gpu_known(placement.gpu_name):
-        notes.append(f"'{placement.gpu_name}' not in the GPU table: speed is a rough guess")
+        notes.append(f"'{placement.gpu_name}' not in the GPU catalog: speed is a rough guess")
     return notes
 
 

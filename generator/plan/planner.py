@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from generator.errors import UserError
+from generator.estimate.hardware import unknown_gpu_warning
 from generator.estimate.types import STRATEGIES, Estimate, Placement, Workload
 from generator.model.types import ModelSpec
 from generator.plan import advice, reasons
@@ -139,6 +140,9 @@ def plan_key(plan: Plan) -> tuple:
 
 def plan_warnings(topology, model, request, chosen: Row, forced: bool, inter_warning: str | None) -> list[str]:
     warnings = [*topology.warnings, *([inter_warning] if inter_warning else [])]
+    unknown = unknown_gpu_warning(chosen.option.placement.gpu_name)
+    if unknown:
+        warnings.append(unknown)
     if forced:
         warnings.append(reasons.forced_warning(chosen.estimate))
     if request.seq_len > model.max_seq_len:

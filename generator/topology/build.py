@@ -46,7 +46,7 @@ def _nv_count(code: str) -> int:
 
 
 def resolve_hardware(raw: RawMatrix, given: Hardware) -> tuple[Hardware, list[str]]:
-    """Fill what `given` (sidecar / NVML) leaves unknown from the GPU name table, then from the NV# counts."""
+    """Fill what `given` (sidecar / NVML) leaves unknown from the GPU catalog, then from the NV# counts."""
     warnings: list[str] = []
     hw = given.merged(lookup(given.gpu_name))
     per_gpu = dict.fromkeys(raw.gpu_ids, 0)
@@ -64,7 +64,8 @@ def resolve_hardware(raw: RawMatrix, given: Hardware) -> tuple[Hardware, list[st
         assumed.append(f"PCIe Gen{guessed.pcie_gen}")
     if assumed:
         guess = " and ".join(assumed)
-        warnings.append(f"GPU model not named in the input: assumed {guess} for the predicted bandwidths")
+        what = f"GPU {hw.gpu_name!r} is not in the GPU catalog" if hw.gpu_name else "GPU model not named in the input"
+        warnings.append(f"{what}: assumed {guess} for the predicted bandwidths")
     if hw.memory_gb is None:
         warnings.append(
             "GPU memory unknown (memory_gb is 0): put FILE.json with gpu_name and memory_gb beside the topology file, "

@@ -1,5 +1,7 @@
 """What a GPU model brings to the wire: NVLink generation and link count, PCIe generation, peer-to-peer support.
 
+The facts per part live in the GPU catalog (`generator.catalog.gpus`); this module merges them with what the input said.
+
 `topo -m` text never names the GPU, so when no name is known the generation is inferred from the NV# counts and the
 result says so in a warning.
 """
@@ -7,6 +9,8 @@ result says so in a warning.
 from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
+
+from generator.catalog.gpus import find_gpu
 
 
 @dataclass(frozen=True)
@@ -30,44 +34,19 @@ class Hardware:
         return replace(other, **{k: v for k, v in known.items() if v is not None})
 
 
-# Lower-cased name fragment -> what the part has. First match wins, so specific names come before their family.
-# Sources: NVIDIA datasheets (V100: 6 NVLink2 links / 300 GB/s; A100: 12 NVLink3 / 600 GB/s, PCIe Gen4;
-# H100/H200 SXM: 18 NVLink4 / 900 GB/s, PCIe Gen5; H100 NVL / H200 NVL: NVLink bridges, 18 links on H200 NVL;
-# B200: 18 NVLink5 / 1.8 TB/s; L40S / L40 / RTX 4090: no NVLink, PCIe Gen4). GeForce P2P: NVIDIA disables PCIe
-# peer-to-peer on RTX 40xx in the driver, which is why Accelerate forces NCCL_P2P_DISABLE on old drivers.
-GPU_FAMILIES: tuple[tuple[str, Hardware], ...] = (
-    ("gb200", Hardware(nvlink_gen=5, nvlink_total=18, pcie_gen=6)),
-    ("b200", Hardware(nvlink_gen=5, nvlink_total=18, pcie_gen=6)),
-    ("h200 nvl", Hardware(nvlink_gen=4, nvlink_total=18, pcie_gen=5)),
-    ("gh200", Hardware(nvlink_gen=4, nvlink_total=18, pcie_gen=5)),
-    ("h200", Hardware(nvlink_gen=4, nvlink_total=18, pcie_gen=5)),
-    ("h100 nvl", Hardware(nvlink_gen=4, nvlink_total=12, pcie_gen=5)),
-    ("h100 pcie", Hardware(nvlink_gen=4, nvlink_total=12, pcie_gen=5)),
-    ("h800", Hardware(nvlink_gen=4, nvlink_total=8, pcie_gen=5)),
-    ("h100", Hardware(nvlink_gen=4, nvlink_total=18, pcie_gen=5)),
-    ("a800", Hardware(nvlink_gen=3, nvlink_total=8, pcie_gen=4)),
-    ("a100", Hardware(nvlink_gen=3, nvlink_total=12, pcie_gen=4)),
-    ("v100", Hardware(nvlink_gen=2, nvlink_total=6, pcie_gen=3)),
-    ("l40", Hardware(nvlink_total=0, pcie_gen=4)),
-    ("rtx 6000 ada", Hardware(nvlink_total=0, pcie_gen=4)),
-    ("rtx pro 6000", Hardware(nvlink_total=0, pcie_gen=5)),
-    ("rtx 5090", Hardware(nvlink_total=0, pcie_gen=5, p2p=False)),
-    ("rtx 4090", Hardware(nvlink_total=0, pcie_gen=4, p2p=False)),
-    ("rtx 3090", Hardware(nvlink_gen=3, nvlink_total=4, pcie_gen=4, p2p=False)),
-    ("a10", Hardware(nvlink_total=0, pcie_gen=4)),
-    ("t4", Hardware(nvlink_total=0, pcie_gen=3)),
-)
-
-
 def lookup(gpu_name: str | None) -> Hardware:
-    """Known facts for a GPU name (case-insensitive fragment match); an empty Hardware when the name is unknown."""
-    if not gpu_name:
-        return Hardware()
-    low = gpu_name.lower()
-    for fragment, hw in GPU_FAMILIES:
-        if fragment in low:
-            return replace(hw, gpu_name=gpu_name)
-    return Hardware(gpu_name=gpu_name)
+    """The catalog's wiring facts for a GPU name; only the name when the catalog does not know the part."""
+    part = find_gpu(gpu_name)
+    if part is None:
+        return Hardware(gpu_name=gpu_name or None)
+    # The catalog's p2p=True is what the part allows, not what this machine's paths do, so only False is carried.
+    return Hardware(
+        gpu_name=gpu_name,
+        nvlink_gen=part.nvlink_gen,
+        nvlink_total=part.nvlink_links,
+        pcie_gen=part.pcie_gen,
+        p2p=False if not part.p2p else None,
+    )
 
 
 def infer_from_links(max_pair_nvlinks: int, max_gpu_nvlinks: int) -> Hardware:
