@@ -78,7 +78,7 @@ def run_trial(args, topology, model, request, bandwidth, config_path: str) -> in
     written = write(emitted, force=args.force)
     changed = "the planner's first choice" if best is results[0] else "NOT the planner's first choice"
     if args.json:
-        from generator.commands.plan import plan_to_dict
+        from generator.ui.plan_view import plan_to_dict
 
         out = plan_to_dict(best.plan, emitted.launch_command, config_path)
         out["trial"] = records
