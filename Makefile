@@ -1,6 +1,8 @@
 # Two commands a newcomer needs (see README):
 #   make demo   install, then plan Mistral-7B on this machine (or a bundled reference machine when there is no GPU)
 #   make test   install with the CPU build of torch, then run the whole test suite
+# For contributors: make lint (ruff + the import-layer contract in pyproject.toml), make docs (regenerate
+# accelerate_configs/ and recipes/ after changing the estimator, planner or emitter).
 VENV ?= .venv
 PY := $(VENV)/bin/python
 # The CPU build pip finds locally; a plain `torch` requirement would pull a multi-GB CUDA build.
@@ -25,5 +27,10 @@ test: install
 
 lint: install
 	$(PY) -m ruff check . && $(PY) -m ruff format --check .
+	# lint-imports puts the working directory on sys.path, so run it from the repository root (docsgen, bench).
+	$(VENV)/bin/lint-imports --no-cache
 
-.PHONY: install demo test lint
+docs: install
+	$(PY) -m docsgen
+
+.PHONY: install demo test lint docs

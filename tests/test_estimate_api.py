@@ -13,8 +13,8 @@ from generator.estimate import (
     estimate_all,
     gpu_peak_tflops,
 )
-from generator.estimate.table import estimate_to_dict, render_estimates
 from generator.model import load_model
+from generator.ui.estimates import estimate_to_dict, render_estimates
 
 MISTRAL = load_model("mistral-7b")
 ONE = Placement(num_gpus_per_machine=1, gpu_name="NVIDIA H200", gpu_memory_gb=141, busbw_gbps=0)

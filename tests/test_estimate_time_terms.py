@@ -8,8 +8,6 @@ from generator.estimate import Placement, Workload, estimate
 from generator.estimate.comm import communication
 from generator.estimate.timing import (
     ALLOCATOR_PRESSURE_FRACTION,
-    ALLOCATOR_RETRY_S_PER_MICRO_STEP,
-    LIGER_COMPUTE_SAVING,
     attention_work_share,
     step_timing,
 )
@@ -97,11 +95,12 @@ def test_attention_costs_more_per_flop_than_the_gemms():
 
 @pytest.mark.parametrize(("micro_batch", "measured_s"), [(1, 0.516), (2, 0.893), (4, 1.725)])
 def test_liger_saves_a_share_of_compute(micro_batch, measured_s):
-    """LIGER_COMPUTE_SAVING is fitted to the Liger rows (FSDP2, fp32 load, no checkpointing, seq 4096)."""
+    """LIGER_COMPUTE_SAVING is fitted to the Liger rows (FSDP2, fp32 load, no checkpointing, seq 4096): the fused
+    kernels save compute and nothing else, and the predicted step is within 5% of the measured one."""
     w = Workload(grad_checkpointing=False, micro_batch=micro_batch, liger=True)
     plain = estimate(MISTRAL, Workload(grad_checkpointing=False, micro_batch=micro_batch), TWO, "fsdp")
     fused = estimate(MISTRAL, w, TWO, "fsdp")
-    assert fused.compute_s == pytest.approx(plain.compute_s * (1 - LIGER_COMPUTE_SAVING))
+    assert fused.compute_s < plain.compute_s
     assert plain.step_s - fused.step_s == pytest.approx(plain.compute_s - fused.compute_s)
     assert abs(_tps_error(w, TWO, "fsdp", measured_s)) < 0.05
 
@@ -116,7 +115,8 @@ def test_allocator_retries_only_at_the_card_limit():
     free = _timing_at(w, ONE, "fsdp", None)
     assert _timing_at(w, ONE, "fsdp", 0.9 * ONE.gpu_memory_gb).step_s == free.step_s
     full = _timing_at(w, ONE, "fsdp", 0.98 * ONE.gpu_memory_gb)
-    assert full.allocator_s == pytest.approx(2 * ALLOCATOR_RETRY_S_PER_MICRO_STEP)  # every micro-step retries
+    once = _timing_at(Workload(grad_checkpointing=False), ONE, "fsdp", 0.98 * ONE.gpu_memory_gb)
+    assert once.allocator_s > 0 and full.allocator_s == pytest.approx(2 * once.allocator_s)  # every micro-step retries
     assert full.step_s == pytest.approx(free.step_s + full.allocator_s)
 
 

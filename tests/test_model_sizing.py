@@ -115,7 +115,7 @@ def test_planning_path_imports_no_torch():
         "import sys\n"
         "from generator.model import load_model\n"
         "from generator.estimate import estimate_all, Placement, Workload\n"
-        "from generator.estimate.table import render_estimates, estimate_to_dict\n"
+        "from generator.ui.estimates import render_estimates, estimate_to_dict\n"
         "m = load_model('mistral-7b')\n"
         "p = Placement(num_gpus_per_machine=4, gpu_name='NVIDIA H200', gpu_memory_gb=141, busbw_gbps=370)\n"
         "es = estimate_all(m, Workload(), p)\n"

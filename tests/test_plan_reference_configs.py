@@ -6,7 +6,7 @@ from pathlib import Path
 
 import yaml
 
-from generator.plan.reference_configs import CONFIG_DIR, regenerate, scenarios
+from docsgen.reference_configs import CONFIG_DIR, regenerate, scenarios
 
 ROOT = Path(__file__).resolve().parents[1]
 COMMITTED = ROOT / CONFIG_DIR
@@ -16,9 +16,9 @@ def test_committed_configs_match_a_fresh_regeneration(tmp_path):
     written = regenerate(tmp_path)
     fresh = {p.name: p.read_bytes() for p in written}
     committed = {p.name: p.read_bytes() for p in COMMITTED.iterdir() if p.is_file()}
-    assert sorted(fresh) == sorted(committed), "run: .venv/bin/python -m generator.plan.reference_configs"
+    assert sorted(fresh) == sorted(committed), "run: .venv/bin/python -m docsgen.reference_configs"
     stale = [name for name in fresh if fresh[name] != committed[name]]
-    assert not stale, f"{stale} differ; run: .venv/bin/python -m generator.plan.reference_configs"
+    assert not stale, f"{stale} differ; run: .venv/bin/python -m docsgen.reference_configs"
 
 
 def test_every_scenario_that_fits_has_a_config_and_the_readme_names_it():

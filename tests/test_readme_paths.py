@@ -28,7 +28,7 @@ import pytest
 from generator.cli import build_parser
 
 ROOT = Path(__file__).resolve().parents[1]
-REPO_DIRS = ("generator/", "recipes/", "accelerate_configs/", "bench/", "tests/")
+REPO_DIRS = ("generator/", "docsgen/", "recipes/", "accelerate_configs/", "bench/", "tests/")
 REPO_FILES = ("train.py", "Makefile", "pyproject.toml", "README.md")
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
 RUNNABLE_VERBS = ("plan", "topo")

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import yaml
 
-from generator.plan.recipes import RECIPES, RECIPES_DIR, regenerate
+from docsgen.recipes import RECIPES, RECIPES_DIR, regenerate
 
 ROOT = Path(__file__).resolve().parents[1]
 COMMITTED = ROOT / RECIPES_DIR
-HINT = "run: .venv/bin/python -m generator.plan.recipes"
+HINT = "run: .venv/bin/python -m docsgen.recipes"
 
 
 def committed_files() -> dict[str, bytes]:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import itertools
+import json
 import math
 import time
+from pathlib import Path
 
 import pytest
 
@@ -19,7 +22,7 @@ from generator.topology import (
     parse_topo_matrix,
     subset_busbw_gbps,
 )
-from generator.topology.bandwidth import NVLINK_GBPS_PER_LINK, PCIE_X16_GBPS, nvlink_pair_gbps, pcie_path_gbps
+from generator.topology.bandwidth import nvlink_pair_gbps, pcie_path_gbps
 from tests.test_topology_parse import read
 
 
@@ -41,20 +44,28 @@ def matrix(n: int, code, numa=lambda i: 0) -> str:
     return "\n".join(lines) + "\n"
 
 
-# Calibration points from the issue: measured (2x H200 SXM) and published (H200 NVL).
+PROBE = json.loads((Path(__file__).resolve().parents[1] / "bench/results/probe-h200x2.json").read_text())
+"""`python -m generator probe` on the 2x H200 SXM machine: all-reduce busbw per message size, NVLink and host path."""
+
+
 def test_measured_h200_sxm_pair_nvlink_and_host_path():
+    """The bundled h200-sxm-2 predicts what the probe measured at its largest messages (2 GB), within 3%."""
     sxm = load_machine("h200-sxm-2")
-    assert subset_busbw_gbps(sxm, [0, 1]) == pytest.approx(339, abs=1)
-    assert subset_busbw_gbps(sxm, [0, 1], p2p_disabled=True) == pytest.approx(28.6, abs=0.2)
-    assert host_path_busbw_gbps(sxm) == pytest.approx(28.6, abs=0.2)
+    nvlink, host = PROBE["subsets"]["0,1"]["all_reduce"], PROBE["p2p_disabled"]["0,1"]["all_reduce"]
+    assert subset_busbw_gbps(sxm, [0, 1]) == pytest.approx(nvlink, rel=0.03)
+    assert subset_busbw_gbps(sxm, [0, 1], p2p_disabled=True) == pytest.approx(host, rel=0.03)
+    assert host_path_busbw_gbps(sxm) == subset_busbw_gbps(sxm, [0, 1], p2p_disabled=True)
 
 
-@pytest.mark.parametrize(
-    "ids,expected,tol",
-    [((0, 1, 2, 3), 322, 5), ((4, 5, 6, 7), 322, 5), ((0, 1), 114, 3), ((5, 7), 114, 3), ((0, 1, 4, 5), 35, 2)],
-)
-def test_h200_nvl_published_points(nvl, ids, expected, tol):
-    assert subset_busbw_gbps(nvl, ids) == pytest.approx(expected, abs=tol)
+def test_h200_nvl_tiers_are_ordered_and_symmetric(nvl):
+    """The NVL node's three tiers (its 322 / 114 / 35 GB/s figures are published, not measured here, and the mesh
+    and SYS efficiencies are fitted to them): a whole group beats a pair in it, which beats any set spread over both
+    groups; both groups are alike; a spread set runs at its one SYS hop whatever the GPUs on each side."""
+    group, pair = subset_busbw_gbps(nvl, (0, 1, 2, 3)), subset_busbw_gbps(nvl, (0, 1))
+    spread = {subset_busbw_gbps(nvl, ids) for ids in ((0, 1, 4, 5), (0, 4), (2, 3, 6, 7), range(8))}
+    assert group > pair > max(spread)
+    assert spread == {nvl.link(0, 4).busbw_gbps}
+    assert subset_busbw_gbps(nvl, (4, 5, 6, 7)) == group and subset_busbw_gbps(nvl, (5, 7)) == pair
 
 
 def test_nvswitch_subset_size_does_not_matter(hgx):
@@ -71,13 +82,11 @@ def test_unknown_gpu_is_a_user_error(hgx):
         subset_busbw_gbps(hgx, [0, 9])
 
 
-def test_rate_tables_per_generation():
-    assert NVLINK_GBPS_PER_LINK[5] == 2 * NVLINK_GBPS_PER_LINK[4]
-    assert nvlink_pair_gbps(18, 5) == pytest.approx(2 * nvlink_pair_gbps(18, 4))
-    assert nvlink_pair_gbps(12, 3) == pytest.approx(nvlink_pair_gbps(18, 4) * 12 / 18)
-    assert PCIE_X16_GBPS[5] == pytest.approx(2 * PCIE_X16_GBPS[4])
-    assert pcie_path_gbps("SYS", 5) == pytest.approx(35, abs=0.5)
+def test_rates_grow_with_generation_and_links():
+    assert nvlink_pair_gbps(18, 5) > nvlink_pair_gbps(18, 4) >= nvlink_pair_gbps(18, 3)  # NVLink3 and 4: same per link
+    assert nvlink_pair_gbps(12, 4) == pytest.approx(nvlink_pair_gbps(18, 4) * 12 / 18)  # per link, same generation
     assert pcie_path_gbps("PIX", 5) > pcie_path_gbps("PIX", 4) > pcie_path_gbps("PIX", 3)
+    assert pcie_path_gbps("PIX", 5) >= pcie_path_gbps("SYS", 5)  # crossing the CPUs never helps
     assert pcie_path_gbps("PIX", 4, p2p=False) < pcie_path_gbps("SYS", 4)
 
 
@@ -113,7 +122,8 @@ def test_islands_and_cliques(nvl, hgx):
 def test_best_subset_on_nvl_stays_inside_one_group(nvl):
     four = best_subset(nvl, 4)
     assert four.gpu_ids == (0, 1, 2, 3) and not four.spans_islands
-    assert four.busbw_gbps == pytest.approx(322, abs=5)
+    best = max(subset_busbw_gbps(nvl, ids) for ids in itertools.combinations(range(8), 4))
+    assert four.busbw_gbps == pytest.approx(best, abs=0.05)  # the best of all 70 four-GPU sets (shown to 0.1)
     assert "35 GB/s" in four.reason and "9.2x" in four.reason
     eight = best_subset(nvl, 8)
     assert eight.spans_islands and eight.reason.startswith("WARNING")

@@ -9,10 +9,6 @@ from generator.check.types import Finding, exit_code
 _STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
 
-def render_lines(findings: list[Finding]) -> list[str]:
-    return [f.line() for f in findings]
-
-
 def summary(findings: list[Finding]) -> str:
     counts = {s: sum(f.severity == s for f in findings) for s in ("error", "warning", "info")}
     verdict = {0: "clean", 1: "warnings only", 2: "errors"}[exit_code(findings)]

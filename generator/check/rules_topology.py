@@ -22,8 +22,10 @@ def _job_ids(cfg: dict, ctx: CheckContext) -> list[int] | None:
     return None
 
 
-def _island_of(islands: list[list[int]]) -> dict[int, int]:
-    return {g: n for n, island in enumerate(islands) for g in island}
+def _spans_islands(topo, ids) -> bool:
+    from generator.topology import island_of
+
+    return len({tuple(island_of(topo, g)) for g in ids}) > 1
 
 
 def islands_spanned(cfg: dict, ctx: CheckContext) -> list[Finding]:
@@ -32,15 +34,13 @@ def islands_spanned(cfg: dict, ctx: CheckContext) -> list[Finding]:
         return []
     from generator.topology import best_subset, islands, subset_busbw_gbps
 
-    isl = islands(ctx.topo)
-    where = _island_of(isl)
-    if len({where.get(g) for g in ids}) <= 1 or not any(len(i) >= len(ids) for i in isl):
+    if not _spans_islands(ctx.topo, ids) or not any(len(i) >= len(ids) for i in islands(ctx.topo)):
         return []
     try:
         best = best_subset(ctx.topo, len(ids), exclude=ctx.exclude)
     except UserError:  # --exclude leaves too few GPUs to suggest another set
         return []
-    if len({where.get(g) for g in best.gpu_ids}) > 1:
+    if _spans_islands(ctx.topo, best.gpu_ids):
         return []  # with the excluded GPUs out, no single island holds the job either
     now, better = subset_busbw_gbps(ctx.topo, ids), best.busbw_gbps
     text = ",".join(map(str, best.gpu_ids))
@@ -102,7 +102,7 @@ def hsdp_groups(cfg: dict, ctx: CheckContext) -> list[Finding]:
     ids = _job_ids(cfg, ctx)
     if ids is None or distributed_type(cfg) != "FSDP":
         return []
-    from generator.topology import islands, order_for_hsdp
+    from generator.topology import order_for_hsdp
 
     fsdp = section(cfg, "fsdp_config")
     if fsdp_version(cfg) == 1:
@@ -126,9 +126,8 @@ def hsdp_groups(cfg: dict, ctx: CheckContext) -> list[Finding]:
     replicate = as_int(par.get("parallelism_config_dp_replicate_size", 1)) or 1
     if not shard or replicate < 2 or len(ids) % shard:
         return []
-    where = _island_of(islands(ctx.topo))
     blocks = [ids[i : i + shard] for i in range(0, len(ids), shard)]
-    bad = [b for b in blocks if len({where.get(g) for g in b}) > 1]
+    bad = [b for b in blocks if _spans_islands(ctx.topo, b)]
     if not bad:
         return []
     ordered, best_shard = order_for_hsdp(ctx.topo, ids)

@@ -5,12 +5,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 
 from generator.errors import UserError
 
-DEFAULT_CONFIG = "accelerate_config.yaml"
-"""Path the printed launch command names when no --output is given (nothing is written then)."""
 STRATEGY_CHOICES = (
     "auto", "ddp", "zero1", "zero2", "zero3", "zero2_offload", "zero3_offload", "fsdp", "fsdp_grad_op", "hsdp",
 )  # fmt: skip
@@ -66,50 +63,10 @@ def register(subparsers, verb: str, help_text: str) -> argparse.ArgumentParser:
     return p
 
 
-def request_from_args(args):
-    from generator.plan.types import PlanRequest
-
-    return PlanRequest(
-        method=args.method,
-        seq_len=args.seq_len,
-        micro_batch=args.micro_batch,
-        global_batch=args.global_batch,
-        num_gpus=args.num_gpus,
-        exclude=_exclude(getattr(args, "exclude", None)),
-        strategy=args.strategy,
-        grad_checkpointing=args.grad_checkpointing,
-        allow_offload=args.allow_offload,
-        headroom=args.headroom,
-        load_dtype=args.load_dtype,
-        optimizer=args.optimizer,
-        lora_r=args.lora_r,
-        liger=args.liger,
-        attention=args.attention,
-        doc_tokens=args.doc_tokens,
-        num_machines=args.num_machines,
-        machine_rank=args.machine_rank,
-        main_process_ip=args.main_process_ip,
-        main_process_port=args.main_process_port,
-        inter_node_gbps=args.inter_node_gbps,
-        fabric=args.fabric,
-    )
-
-
-def _exclude(value) -> tuple[int, ...]:
-    """--exclude as the topology helpers parse it (a list of ints) or as raw text ("0,3")."""
-    if not value:
-        return ()
-    if isinstance(value, str):
-        value = value.replace(" ", ",").split(",")
-    try:
-        return tuple(sorted({int(v) for v in value if str(v).strip() != ""}))
-    except ValueError:
-        raise UserError(f"--exclude takes GPU indices such as 0,3; got {value!r}") from None
-
-
 def run(args) -> int:
     from generator.fileio import check_writable
     from generator.trial import command as trial
+    from generator.ui.plan_view import DEFAULT_CONFIG
 
     if args.reset_calibration:
         return trial.reset(args)
@@ -119,14 +76,16 @@ def run(args) -> int:
         check_writable(args.output or DEFAULT_CONFIG, args.force)
     bandwidth = None
     if args.bandwidth_file:
-        from generator.plan.bandwidth_file import load_bandwidth_file
+        from generator.probe.bandwidth_file import load_bandwidth_file
 
-        bandwidth = load_bandwidth_file(args.bandwidth_file)
+        bandwidth = {frozenset(ids): gbps for ids, gbps in load_bandwidth_file(args.bandwidth_file).items()}
     from generator.emit import render, write
     from generator.model import load_model
     from generator.plan.engines import default_engines
     from generator.plan.planner import make_plan
     from generator.topology import topology_from_args
+    from generator.ui.plan_view import plan_to_dict, print_plan
+    from generator.ui.request import request_from_args
 
     topology = topology_from_args(args)
     model, request = load_model(args.model), request_from_args(args)
@@ -146,62 +105,3 @@ def run(args) -> int:
         why = next(w for w in plan.warnings if w.startswith("--strategy"))
         raise UserError(f"not written: {why}; pass --force to write it anyway")
     return 0
-
-
-def plan_to_dict(plan, launch_command: str, config_path: str | None) -> dict:
-    from generator.estimate.table import estimate_to_dict
-
-    w = plan.workload
-    return {
-        "model": plan.model.name,
-        "machine": plan.machine,
-        "method": w.method,
-        "seq_len": w.seq_len,
-        "estimates": [estimate_to_dict(e) for e in plan.estimates],
-        "strategy": plan.strategy,
-        "gpu_ids": list(plan.gpu_ids),
-        "num_processes": plan.num_processes,
-        "num_machines": plan.num_machines,
-        "micro_batch": w.micro_batch,
-        "gradient_accumulation_steps": w.grad_accum,
-        "global_batch": plan.global_batch,
-        "grad_checkpointing": w.grad_checkpointing,
-        "hsdp": {"replicate": plan.hsdp_replicate, "shard": plan.hsdp_shard} if plan.strategy == "hsdp" else None,
-        "chosen": estimate_to_dict(plan.estimate),
-        "forced": plan.forced,
-        "reasons": list(plan.reasons),
-        "warnings": list(plan.warnings),
-        "config_path": config_path,
-        "launch_command": launch_command,
-    }
-
-
-def print_plan(plan, launch_command: str, written: list[str], console=None) -> None:
-    from rich.console import Console
-    from rich.markup import escape
-
-    from generator.estimate.table import render_estimates
-    from generator.plan.reasons import format_ids
-
-    console = console or Console(file=sys.stdout)
-    w = plan.workload
-    title = f"{plan.model.name}, {w.method} fine-tune, seq {w.seq_len}, {plan.num_processes}x {plan.gpu_name}"
-    console.print(render_estimates(list(plan.estimates), title, highlight=plan.strategy))
-    ckpt = "on" if w.grad_checkpointing else "off"
-    console.print(
-        f"[bold]Plan:[/] {plan.strategy} on GPUs {format_ids(plan.gpu_ids)} ({plan.num_processes} processes), "
-        f"micro-batch {w.micro_batch} x accumulation {w.grad_accum} = global batch {plan.global_batch}, "
-        f"activation checkpointing {ckpt}"
-    )
-    for reason in plan.reasons:
-        console.print(f"  - {escape(reason)}")
-    for warning in plan.warnings:
-        console.print(f"[yellow]warning:[/] {escape(warning)}")
-    if not launch_command:  # the wizard prints the command after writing
-        return
-    if written:
-        console.print(f"[green]wrote[/] {escape(', '.join(written))}")
-    else:
-        console.print(f"(nothing written; add --output PATH to write {DEFAULT_CONFIG})")
-    console.print("[bold]Launch:[/]")
-    console.print(escape(launch_command), soft_wrap=True, highlight=False)

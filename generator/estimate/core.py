@@ -33,12 +33,6 @@ CUDA_CONTEXT_GB = 0.6  # CUDA context + cuBLAS/cuDNN workspaces with lazy module
 NCCL_BUFFERS_GB = 0.5  # NCCL channel buffers per process in a multi-GPU job (predicted)
 
 
-def _framework(strategy: str) -> str:
-    if strategy in DEEPSPEED:
-        return "deepspeed"
-    return "fsdp" if strategy in FSDP_FAMILY else "ddp"
-
-
 def _fragmentation_family(strategy: str, method: str) -> str:
     if method == "qlora":
         return "qlora"

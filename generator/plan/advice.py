@@ -5,12 +5,11 @@ checkpointing on and the smallest micro-batch, i.e. the leanest setting of the r
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 from generator.estimate.types import STRATEGIES
-
-if TYPE_CHECKING:
-    from generator.plan.planner import Option, Row
+from generator.plan.fabrics import DEFAULT_FABRIC, FABRICS
+from generator.plan.policy import OFFLOAD, allowed_strategies
+from generator.plan.rows import Option, Row
 
 MIN_SEQ_LEN = 256
 """Shorter sequences than this are not worth suggesting for fine-tuning."""
@@ -19,8 +18,6 @@ MIN_SEQ_LEN = 256
 def nothing_fits(model, request, options: list[Option], rows: list[Row], engines, more_gpus=None) -> str:
     """One line: what the request needs, and what would fit instead. `more_gpus` is a Placement using every free
     GPU when the user asked for fewer."""
-    from generator.plan.planner import OFFLOAD, allowed_strategies
-
     lean = min(rows or [], key=lambda r: r.estimate.reserved_gb, default=None)
     base = max(options, key=lambda o: (o.placement.num_gpus, o.batch.grad_checkpointing, -o.batch.micro_batch))
     p, wl = base.placement, base.workload
@@ -83,6 +80,4 @@ def _best_fitting(model, workload, placement, strategies, headroom, engines):
 
 
 def _assumed_inter_node() -> float:
-    from generator.plan.fabrics import DEFAULT_FABRIC, FABRICS
-
     return FABRICS[DEFAULT_FABRIC].busbw_gbps

@@ -13,54 +13,23 @@ enumerates and chooses. The rules, in order:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from generator.errors import UserError
 from generator.estimate.hardware import unknown_gpu_warning
-from generator.estimate.types import STRATEGIES, Estimate, Placement, Workload
+from generator.estimate.types import STRATEGIES, Placement, Workload
 from generator.model.types import ModelSpec
 from generator.plan import advice, reasons
 from generator.plan.bandwidth_file import MeasuredBandwidth
-from generator.plan.batch import BatchOption, batch_options
-from generator.plan.candidates import GpuChoice, free_gpus, gpu_choices, placement_for
+from generator.plan.batch import batch_options
+from generator.plan.candidates import free_gpus, gpu_choices, placement_for
 from generator.plan.engines import Engines, default_engines
 from generator.plan.fabrics import inter_node_gbps
+from generator.plan.policy import GPU_COUNT_TOLERANCE, allowed_strategies, pick
 from generator.plan.request_check import check_request
+from generator.plan.rows import Option, Row
 from generator.plan.types import Plan, PlanRequest
 from generator.topology.types import Topology
-
-GPU_COUNT_TOLERANCE = 0.05
-"""More GPUs must buy at least 5% more predicted throughput to be used when the user did not fix the count."""
-TIE_TOLERANCE = 0.02
-"""Throughputs within 2% are a tie: the estimator cannot tell them apart."""
-OFFLOAD = ("zero2_offload", "zero3_offload")
-
-
-@dataclass(frozen=True)
-class Option:
-    """One GPU choice and batch setting, with every applicable strategy estimated on it."""
-
-    choice: GpuChoice
-    placement: Placement
-    batch: BatchOption
-    workload: Workload
-    estimates: tuple[Estimate, ...]
-    not_applicable: tuple[tuple[str, str], ...]
-    """(strategy, why it cannot run on this placement)."""
-
-
-@dataclass(frozen=True)
-class Row:
-    option: Option
-    estimate: Estimate
-
-    @property
-    def total_tps(self) -> float:
-        return self.estimate.tokens_per_s_per_gpu * self.option.placement.num_gpus
-
-    @property
-    def num_gpus(self) -> int:
-        return self.option.placement.num_gpus
 
 
 def make_plan(
@@ -189,42 +158,6 @@ def evaluate(topology, model, request, choices, inter, engines: Engines) -> tupl
             not_applicable = tuple((s, w) for s, w in skip if w is not None)
             options.append(Option(choice, placement, batch, workload, tuple(estimates), not_applicable))
     return options, problems
-
-
-def allowed_strategies(request: PlanRequest) -> tuple[str, ...]:
-    if request.strategy != "auto":
-        return (request.strategy,)
-    return tuple(s for s in STRATEGIES if request.allow_offload or s not in OFFLOAD)
-
-
-def pick(fitting: list[Row]) -> Row:
-    best_by_count: dict[int, float] = {}
-    for r in fitting:
-        best_by_count[r.num_gpus] = max(best_by_count.get(r.num_gpus, 0.0), r.total_tps)
-    best = max(best_by_count.values())
-    count = min(n for n, tps in best_by_count.items() if tps >= (1 - GPU_COUNT_TOLERANCE) * best)
-    same_count = [r for r in fitting if r.num_gpus == count]
-    top = max(r.total_tps for r in same_count)
-    near = [r for r in same_count if r.total_tps >= (1 - TIE_TOLERANCE) * top]
-    least_memory = {}
-    for r in near:
-        s = r.estimate.strategy
-        least_memory[s] = min(least_memory.get(s, float("inf")), r.estimate.reserved_gb)
-    strategy = min(least_memory, key=lambda s: (tie_rank(s), least_memory[s]))
-    own = [r for r in near if r.estimate.strategy == strategy]
-    return min(
-        own, key=lambda r: (r.option.batch.grad_checkpointing, -r.option.batch.micro_batch, r.estimate.reserved_gb)
-    )
-
-
-def tie_rank(strategy: str) -> int:
-    """Among strategies the estimator cannot tell apart on speed: DDP (nothing sharded, least to go wrong), then
-    PyTorch-native FSDP2 (no extra install), then DeepSpeed (an optional package built from source), offload last."""
-    if strategy == "ddp":
-        return 0
-    if strategy in ("fsdp", "fsdp_grad_op", "hsdp"):
-        return 1
-    return 3 if strategy in OFFLOAD else 2
 
 
 def build_plan(topology, model, request, chosen: Row, forced: bool, why: list[str], warnings: list[str]) -> Plan:

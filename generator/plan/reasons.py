@@ -3,13 +3,10 @@ costs. Every number here is a prediction of the estimator unless the bandwidth f
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from generator.estimate.types import Estimate
-
-if TYPE_CHECKING:
-    from generator.plan.planner import Row
-    from generator.plan.types import PlanRequest
+from generator.plan.policy import OFFLOAD, TIE_TOLERANCE, TIE_WHY, tie_rank
+from generator.plan.rows import Row
+from generator.plan.types import PlanRequest
 
 
 def explain(
@@ -75,8 +72,6 @@ def strategy_reason(request: PlanRequest, placement, e: Estimate) -> str:
 
 
 def other_strategies(request: PlanRequest, chosen: Row) -> list[str]:
-    from generator.plan.planner import OFFLOAD, TIE_TOLERANCE, tie_rank
-
     e = chosen.estimate
     out = []
     for other in chosen.option.estimates:
@@ -102,13 +97,6 @@ def other_strategies(request: PlanRequest, chosen: Row) -> list[str]:
     for strategy, why in chosen.option.not_applicable:
         out.append(f"{strategy} not applicable: {why}")
     return out
-
-
-TIE_WHY = {
-    0: "nothing sharded, least to go wrong",
-    1: "PyTorch-native FSDP2, no DeepSpeed install needed",
-    2: "no CPU offload",
-}
 
 
 def wire_reason(chosen: Row, inter: str) -> str:

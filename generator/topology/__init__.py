@@ -11,7 +11,7 @@ from generator.topology.bandwidth import host_path_busbw_gbps, subset_busbw_gbps
 from generator.topology.build import build_topology
 from generator.topology.cli_args import add_topology_args, parse_gpu_list, topology_from_args
 from generator.topology.detect import load_topology
-from generator.topology.islands import is_clique, is_switched, islands
+from generator.topology.islands import is_clique, is_switched, island_of, islands
 from generator.topology.machines import DEFAULT_MACHINE, REFERENCE_MACHINES, load_machine
 from generator.topology.report import BANDWIDTH_NOTE, DEVICE_ORDER_NOTE, topology_json
 from generator.topology.smi_text import parse_matrix
@@ -39,6 +39,7 @@ __all__ = [
     "host_path_busbw_gbps",
     "is_clique",
     "is_switched",
+    "island_of",
     "islands",
     "load_machine",
     "load_topology",

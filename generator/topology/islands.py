@@ -30,6 +30,7 @@ def islands(topo: Topology) -> list[list[int]]:
 
 
 def island_of(topo: Topology, gpu: int) -> list[int]:
+    """The NVLink island holding `gpu` (KeyError for an id the machine does not have)."""
     for island in islands(topo):
         if gpu in island:
             return island

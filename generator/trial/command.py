@@ -21,6 +21,9 @@ def add_trial_args(p) -> None:
     )
     t.add_argument("--dataset", help="Trial data for train.py (default: synthetic text of --seq-len tokens).")
     t.add_argument("--trial-device", choices=("cuda", "cpu"), default="cuda", help="cpu: DDP trials over gloo.")
+    t.add_argument(
+        "--train-script", default="train.py", help="The training script trials launch (default: ./train.py)."
+    )
     t.add_argument("--calibration-file", help="Measurements file (default $XDG_CACHE_HOME/dist-config-generator/...).")
     t.add_argument("--reset-calibration", action="store_true", help="Delete the calibration file and exit.")
 
@@ -47,12 +50,15 @@ def calibrated(args, engines):
 
 
 def check_trial_args(args) -> None:
+    from generator.trial.runner import train_script
+
     if args.top < 1 or args.trial_steps < 1:
         raise UserError("--top and --trial-steps must be at least 1")
     if args.trial_budget_s is not None and args.trial_budget_s <= 0:
         raise UserError("--trial-budget-s must be positive")
     if args.num_machines > 1:
         raise UserError("--trial runs on this machine only; drop --num-machines or trial one machine's plan")
+    train_script(args.train_script)
 
 
 def run_trial(args, topology, model, request, bandwidth, config_path: str) -> int:
@@ -66,7 +72,9 @@ def run_trial(args, topology, model, request, bandwidth, config_path: str) -> in
 
     check_trial_args(args)
     plans = ranked_candidates(topology, model, request, bandwidth, top=args.top)
-    opts = TrialOptions(args.trial_steps, args.trial_budget_s, args.model_dir, args.dataset, args.trial_device)
+    opts = TrialOptions(
+        args.trial_steps, args.trial_budget_s, args.model_dir, args.dataset, args.trial_device, args.train_script
+    )
     results = run_trials(plans, opts)
     records = calibration_records(results, opts)
     if records:
@@ -78,7 +86,7 @@ def run_trial(args, topology, model, request, bandwidth, config_path: str) -> in
     written = write(emitted, force=args.force)
     changed = "the planner's first choice" if best is results[0] else "NOT the planner's first choice"
     if args.json:
-        from generator.commands.plan import plan_to_dict
+        from generator.ui.plan_view import plan_to_dict
 
         out = plan_to_dict(best.plan, emitted.launch_command, config_path)
         out["trial"] = records

@@ -20,6 +20,7 @@ import yaml
 from generator.emit import render, write
 from generator.emit.command import launch_flags, nccl_env
 from generator.emit.command import train_args as plan_train_args
+from generator.errors import UserError
 from generator.plan.types import Plan
 from generator.trial.metrics import Measured, looks_oom, read_steps, summarize
 
@@ -29,7 +30,8 @@ CPU_STRATEGIES = ("ddp",)
 """What a CPU trial can run: FSDP2 and DeepSpeed need CUDA/NCCL."""
 BUDGET_MAX_STEPS = 50
 """With --trial-budget-s, steps run until the budget ends, at most this many (the synthetic data is sized for it)."""
-TRAIN_PY = Path(__file__).resolve().parents[2] / "train.py"
+DEFAULT_TRAIN_SCRIPT = "train.py"
+"""What the trial launches unless --train-script says otherwise: train.py in the working directory (the checkout)."""
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,8 @@ class TrialOptions:
     """None: synthetic text written for the requested sequence length."""
     device: str = "cuda"
     """cuda, or cpu (DDP only, use_cpu: true, no mixed precision) for machines without GPUs and for CI."""
+    train_script: str = DEFAULT_TRAIN_SCRIPT
+    """The training script `accelerate launch` runs; passed, never guessed from where this package is installed."""
 
 
 @dataclass(frozen=True)
@@ -55,6 +59,18 @@ class TrialResult:
     log_file: str
 
 
+def train_script(path: str = DEFAULT_TRAIN_SCRIPT) -> Path:
+    """The training script as an absolute path, or a UserError saying how to point at it."""
+    script = Path(path).expanduser()
+    if not script.is_file():
+        where = f"in {Path.cwd()}" if path == DEFAULT_TRAIN_SCRIPT else "there"
+        raise UserError(
+            f"a trial runs the training script, and there is no {path} {where}; run from the checkout that holds "
+            "train.py or pass --train-script PATH/TO/train.py"
+        )
+    return script.resolve()
+
+
 def run_trial(plan: Plan, opts: TrialOptions, workdir: Path, name: str) -> TrialResult:
     log_file = workdir / f"{name}.jsonl"
     if opts.device == "cpu" and plan.strategy not in CPU_STRATEGIES:
@@ -62,7 +78,7 @@ def run_trial(plan: Plan, opts: TrialOptions, workdir: Path, name: str) -> Trial
     cfg = write_config(plan, opts, workdir / f"{name}.yaml")
     args = trial_args(plan, opts, workdir, name, log_file)
     flags = launch_flags(plan) if opts.device == "cuda" else []
-    argv = launcher() + ["--config_file", str(cfg), *flags, str(TRAIN_PY), *args]
+    argv = launcher() + ["--config_file", str(cfg), *flags, str(train_script(opts.train_script)), *args]
     env = dict(os.environ, CUDA_DEVICE_ORDER="PCI_BUS_ID", PYTHONUNBUFFERED="1", **nccl_env(plan))
     output = workdir / f"{name}.out"
     rc, timed_out = run_group(argv, env, output, opts.budget_s)

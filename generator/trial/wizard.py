@@ -12,11 +12,18 @@ TOP = 3
 
 def trial_accepted(topology, model, request: PlanRequest, plan: Plan, console) -> tuple[Plan, list[str]]:
     """(plan to write, header notes). With no trial finishing a step, the accepted plan and no notes."""
+    from generator.errors import UserError
     from generator.plan.planner import plan_key, ranked_candidates
     from generator.trial import calibration
     from generator.trial.flow import calibration_records, fastest, header_notes, run_trials
-    from generator.trial.runner import TrialOptions
+    from generator.trial.runner import TrialOptions, train_script
 
+    opts = TrialOptions()
+    try:
+        train_script(opts.train_script)
+    except UserError as exc:
+        console.print(f"No trial: {exc}. Writing the accepted plan.", highlight=False, markup=False)
+        return plan, []
     w = plan.workload
     request = replace(
         request,
@@ -28,7 +35,6 @@ def trial_accepted(topology, model, request: PlanRequest, plan: Plan, console) -
     )
     others = [p for p in ranked_candidates(topology, model, request, top=TOP + 1) if plan_key(p) != plan_key(plan)]
     plans = [plan, *others][:TOP]
-    opts = TrialOptions()
     results = run_trials(plans, opts, say=lambda line: console.print(line, highlight=False, markup=False))
     calibration.append(calibration.default_path(), calibration_records(results, opts))
     best = fastest(results)

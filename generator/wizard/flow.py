@@ -73,9 +73,9 @@ def retry(console, load, answers, spec, can_retry=lambda: True):
 
 def review(topology, model, request, console):
     """Plan, show, and re-plan on the user's overrides until they accept (-> Plan) or quit (-> None)."""
-    from generator.commands.plan import print_plan
     from generator.plan.candidates import free_gpus
     from generator.plan.planner import make_plan
+    from generator.ui.plan_view import print_plan
 
     while True:
         try:

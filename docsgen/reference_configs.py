@@ -2,7 +2,7 @@
 fine-tune (plus LoRA on the consumer machine), and a README that says what was chosen and why. A test regenerates them
 and fails on any byte of difference, so the committed files are always what the tool writes today.
 
-    .venv/bin/python -m generator.plan.reference_configs [OUT_DIR]
+    .venv/bin/python -m docsgen.reference_configs [OUT_DIR]      (or `python -m docsgen` for every generated document)
 """
 
 from __future__ import annotations
@@ -11,9 +11,14 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from generator.emit import render
 from generator.errors import UserError
 from generator.fileio import atomic_write
+from generator.model import load_model
+from generator.plan.planner import make_plan
+from generator.plan.reasons import format_ids
 from generator.plan.types import PlanRequest
+from generator.topology import REFERENCE_MACHINES, load_topology
 
 CONFIG_DIR = "accelerate_configs"
 MODEL = "mistral-7b"
@@ -29,8 +34,6 @@ class Scenario:
 
 
 def scenarios() -> list[Scenario]:
-    from generator.topology import REFERENCE_MACHINES
-
     out = [
         Scenario(f"{machine}-{MODEL}-full", machine, PlanRequest(global_batch=GLOBAL_BATCH))
         for machine in sorted(REFERENCE_MACHINES)
@@ -41,11 +44,6 @@ def scenarios() -> list[Scenario]:
 
 def regenerate(out_dir: str | Path = CONFIG_DIR) -> list[Path]:
     """Write every reference config (and README.md) into out_dir; return the paths written, sorted."""
-    from generator.emit import render
-    from generator.model import load_model
-    from generator.plan.planner import make_plan
-    from generator.topology import REFERENCE_MACHINES, load_topology
-
     out_dir = Path(out_dir)
     model = load_model(MODEL)
     texts: dict[str, str] = {}
@@ -65,12 +63,10 @@ def regenerate(out_dir: str | Path = CONFIG_DIR) -> list[Path]:
 
 
 def readme(rows, rejected, machines: dict[str, str]) -> str:
-    from generator.plan.reasons import format_ids
-
     lines = [
         "# Reference Accelerate configs (generated)",
         "",
-        f"Written by `python -m generator.plan.reference_configs` for {MODEL} (global batch {GLOBAL_BATCH}, sequence "
+        f"Written by `python -m docsgen.reference_configs` for {MODEL} (global batch {GLOBAL_BATCH}, sequence "
         "length 4096, weights loaded in fp32, bf16 mixed precision). Do not edit by hand: "
         "`tests/test_plan_reference_configs.py` regenerates them and fails on any difference.",
         "Memory and throughput below are predicted by the estimator, not measured.",

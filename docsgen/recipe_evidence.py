@@ -7,7 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
+"""The checkout: docsgen is never installed (pyproject packages only generator*), so bench/results is beside it."""
 PROBE_FILE = "bench/results/probe-h200x2.json"
 PROBE_WHEN = "2x H200 SXM, 2026-11-30"
 """NCCL all-reduce bus bandwidth of the two GPUs (probe run)."""

@@ -1,0 +1,67 @@
+"""A plan shown to a person (a rich table, the choice and its reasons, the launch command) or to a program (one
+JSON-ready dict): what `plan`, `plan --trial` and the wizard print."""
+
+from __future__ import annotations
+
+import sys
+
+from rich.console import Console
+from rich.markup import escape
+
+from generator.plan.reasons import format_ids
+from generator.plan.types import Plan
+from generator.ui.estimates import estimate_to_dict, render_estimates
+
+DEFAULT_CONFIG = "accelerate_config.yaml"
+"""Path the printed launch command names when no --output is given (nothing is written then)."""
+
+
+def plan_to_dict(plan: Plan, launch_command: str, config_path: str | None) -> dict:
+    w = plan.workload
+    return {
+        "model": plan.model.name,
+        "machine": plan.machine,
+        "method": w.method,
+        "seq_len": w.seq_len,
+        "estimates": [estimate_to_dict(e) for e in plan.estimates],
+        "strategy": plan.strategy,
+        "gpu_ids": list(plan.gpu_ids),
+        "num_processes": plan.num_processes,
+        "num_machines": plan.num_machines,
+        "micro_batch": w.micro_batch,
+        "gradient_accumulation_steps": w.grad_accum,
+        "global_batch": plan.global_batch,
+        "grad_checkpointing": w.grad_checkpointing,
+        "hsdp": {"replicate": plan.hsdp_replicate, "shard": plan.hsdp_shard} if plan.strategy == "hsdp" else None,
+        "chosen": estimate_to_dict(plan.estimate),
+        "forced": plan.forced,
+        "reasons": list(plan.reasons),
+        "warnings": list(plan.warnings),
+        "config_path": config_path,
+        "launch_command": launch_command,
+    }
+
+
+def print_plan(plan: Plan, launch_command: str, written: list[str], console=None) -> None:
+    console = console or Console(file=sys.stdout)
+    w = plan.workload
+    title = f"{plan.model.name}, {w.method} fine-tune, seq {w.seq_len}, {plan.num_processes}x {plan.gpu_name}"
+    console.print(render_estimates(list(plan.estimates), title, highlight=plan.strategy))
+    ckpt = "on" if w.grad_checkpointing else "off"
+    console.print(
+        f"[bold]Plan:[/] {plan.strategy} on GPUs {format_ids(plan.gpu_ids)} ({plan.num_processes} processes), "
+        f"micro-batch {w.micro_batch} x accumulation {w.grad_accum} = global batch {plan.global_batch}, "
+        f"activation checkpointing {ckpt}"
+    )
+    for reason in plan.reasons:
+        console.print(f"  - {escape(reason)}")
+    for warning in plan.warnings:
+        console.print(f"[yellow]warning:[/] {escape(warning)}")
+    if not launch_command:  # the wizard prints the command after writing
+        return
+    if written:
+        console.print(f"[green]wrote[/] {escape(', '.join(written))}")
+    else:
+        console.print(f"(nothing written; add --output PATH to write {DEFAULT_CONFIG})")
+    console.print("[bold]Launch:[/]")
+    console.print(escape(launch_command), soft_wrap=True, highlight=False)
