@@ -16,6 +16,16 @@ Offload = Literal["none", "optimizer", "optimizer+params"]
 
 # Accelerate's `distributed_type` for the sharding frameworks; plain data parallelism is NO or MULTI_GPU by count.
 _ACCELERATE_TYPES = {"deepspeed": "DEEPSPEED", "fsdp": "FSDP"}
+FSDP1_SHARDING: dict[str, tuple[bool, bool] | None] = {  # in torch's enum order, values 1..5
+    "FULL_SHARD": (True, False),
+    "SHARD_GRAD_OP": (False, False),
+    "NO_SHARD": None,
+    "HYBRID_SHARD": (True, True),
+    "HYBRID_SHARD_ZERO2": (False, True),
+}
+"""FSDP1's ShardingStrategy -> (reshard after forward, hybrid) in FSDP2 terms; None = nothing sharded (plain DDP).
+Keys are torch's enum names and, as accelerate also accepts them, their values "1".."5"."""
+FSDP1_SHARDING |= {str(i): FSDP1_SHARDING[k] for i, k in enumerate(FSDP1_SHARDING, start=1)}
 
 
 @dataclass(frozen=True)
@@ -193,7 +203,7 @@ def from_accelerate(
     if kind == "DEEPSPEED":
         if zero_stage == 0:
             return _BY_NAME["ddp"]
-        stage = select(lambda s: s.zero_stage == zero_stage)
+        stage = select(lambda s: s.framework == "deepspeed" and s.zero_stage == zero_stage)
         offloaded = [s for s in stage if (s.offload != "none") == offload]
         return (offloaded or [s for s in stage if s.offload == "none"] or [None])[0]
     if kind == "FSDP":

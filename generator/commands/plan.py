@@ -7,13 +7,12 @@ import argparse
 import json
 import sys
 
+from generator.catalog.strategies import NAMES as STRATEGY_NAMES
 from generator.errors import UserError
 
 DEFAULT_CONFIG = "accelerate_config.yaml"
 """Path the printed launch command names when no --output is given (nothing is written then)."""
-STRATEGY_CHOICES = (
-    "auto", "ddp", "zero1", "zero2", "zero3", "zero2_offload", "zero3_offload", "fsdp", "fsdp_grad_op", "hsdp",
-)  # fmt: skip
+STRATEGY_CHOICES = ("auto", *STRATEGY_NAMES)
 
 
 def register(subparsers, verb: str, help_text: str) -> argparse.ArgumentParser:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from generator.catalog import strategies as catalog
 from generator.errors import UserError
 from generator.estimate.types import STRATEGIES, Estimate, Placement, Workload
 from generator.model.types import ModelSpec
@@ -32,7 +33,8 @@ GPU_COUNT_TOLERANCE = 0.05
 """More GPUs must buy at least 5% more predicted throughput to be used when the user did not fix the count."""
 TIE_TOLERANCE = 0.02
 """Throughputs within 2% are a tie: the estimator cannot tell them apart."""
-OFFLOAD = ("zero2_offload", "zero3_offload")
+OFFLOAD = tuple(s.name for s in catalog.select(lambda s: s.offload != "none"))
+"""Strategies that keep states in CPU memory: considered only with --allow-offload."""
 
 
 @dataclass(frozen=True)
@@ -216,16 +218,15 @@ def pick(fitting: list[Row]) -> Row:
 def tie_rank(strategy: str) -> int:
     """Among strategies the estimator cannot tell apart on speed: DDP (nothing sharded, least to go wrong), then
     PyTorch-native FSDP2 (no extra install), then DeepSpeed (an optional package built from source), offload last."""
-    if strategy == "ddp":
-        return 0
-    if strategy in ("fsdp", "fsdp_grad_op", "hsdp"):
-        return 1
-    return 3 if strategy in OFFLOAD else 2
+    s = catalog.strategy(strategy)
+    if s.offload != "none":
+        return 3
+    return {"ddp": 0, "fsdp": 1, "deepspeed": 2}[s.framework]
 
 
 def build_plan(topology, model, request, chosen: Row, forced: bool, why: list[str], warnings: list[str]) -> Plan:
     o, e = chosen.option, chosen.estimate
-    hsdp = e.strategy == "hsdp"
+    hsdp = catalog.strategy(e.strategy).hybrid
     shard = o.choice.shard_size if hsdp else 1
     return Plan(
         model=model,

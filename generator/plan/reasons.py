@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from generator.catalog import strategies as catalog
 from generator.estimate.types import Estimate
 
 if TYPE_CHECKING:
@@ -29,7 +30,7 @@ def explain(
         f"global batch {b.global_batch} = micro-batch {b.micro_batch} x {o.placement.num_gpus} GPUs x "
         f"{b.grad_accum} accumulation step{'s' if b.grad_accum != 1 else ''}{asked}"
     )
-    if e.strategy == "hsdp":
+    if catalog.strategy(e.strategy).hybrid:
         shard = o.choice.shard_size
         out.append(
             f"HSDP: {o.placement.num_gpus // shard} replicas of {shard}-GPU shard groups; parameters are sharded "
