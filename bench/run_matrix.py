@@ -31,22 +31,19 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:  # run as a script (python bench/run_matrix.py) without the package installed
     sys.path.insert(0, str(REPO))
 
+from generator.catalog import strategies as catalog  # noqa: E402
 from generator.fileio import atomic_write  # noqa: E402
+from generator.plan.policy import tie_rank  # noqa: E402
 from generator.trial.metrics import looks_oom, read_steps  # noqa: E402
 
 SAFE_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 WARMUP_STEPS = 5
 
-# (strategy, method); LoRA runs under DDP (adapters are tiny, sharding buys nothing).
-STRATEGIES = [
-    ("ddp", "full"),
-    ("fsdp", "full"),
-    ("fsdp_grad_op", "full"),
-    ("zero1", "full"),
-    ("zero2", "full"),
-    ("zero3", "full"),
-    ("ddp", "lora"),
-]
+# (strategy, method): a full fine-tune under every strategy one machine runs on its GPUs alone (no CPU offload, no HSDP,
+# which needs two shard groups), in the planner's tie order; LoRA under DDP only (adapters are tiny, sharding buys
+# nothing).
+_ON_GPUS = catalog.select(lambda s: s.offload == "none" and not s.hybrid)
+STRATEGIES = [(s.name, "full") for s in sorted(_ON_GPUS, key=lambda s: tie_rank(s.name))] + [("ddp", "lora")]
 WORKLOADS = [(4096, 1), (1024, 4)]
 # Mean tokens per example of train.py's default dataset (recipes/data/synthetic_instruct.jsonl) under the character
 # tokenizer of tests/tiny_model.py, which the matrix's Mistral-7B directory carries: what flex_attention's skipped
@@ -102,7 +99,7 @@ def all_cells(gpu_counts: list[int]) -> list[dict]:
         for seq, mb in WORKLOADS:
             for ckpt in (True, False):
                 for strategy, method in STRATEGIES:
-                    if gpus == 1 and strategy not in ("ddp", "fsdp", "zero2"):
+                    if gpus == 1 and catalog.strategy(strategy).one_gpu_twin:
                         continue  # one GPU: zero1/zero3/fsdp_grad_op repeat zero2/fsdp (the planner refuses them)
                     cells.append(make_cell(gpus, strategy, method, seq, mb, ckpt))
     cells += [make_cell(*lever) for lever in LEVERS if lever[0] in gpu_counts]

@@ -2,22 +2,14 @@
 
 from __future__ import annotations
 
+from generator.catalog.strategies import FSDP1_SHARDING
 from generator.check import known_keys as K
 from generator.check.types import DELETE, CheckContext, Finding
 from generator.check.view import as_bool, as_int, distributed_type, section
 
 S = "fsdp_config"
 # FSDP1 sharding strategy -> FSDP2 reshard_after_forward (HYBRID loses its replication: see hsdp rules).
-RESHARD = {
-    "FULL_SHARD": True,
-    "HYBRID_SHARD": True,
-    "SHARD_GRAD_OP": False,
-    "HYBRID_SHARD_ZERO2": False,
-    "1": True,
-    "2": False,
-    "4": True,
-    "5": False,
-}
+RESHARD = {name: mode[0] for name, mode in FSDP1_SHARDING.items() if mode is not None}
 
 
 def _fsdp(cfg: dict) -> dict | None:

@@ -32,8 +32,8 @@ def memory_fit(cfg: dict, ctx: CheckContext) -> list[Finding]:
     name = strategy(cfg)
     if ctx.model is None or ctx.topo is None or name is None:
         return []
+    from generator.catalog import strategies as catalog
     from generator.estimate import estimate
-    from generator.estimate.types import STRATEGIES
 
     gpus = per_node_processes(cfg) or 1
     if gpus > len(ctx.topo.gpus):
@@ -54,11 +54,11 @@ def memory_fit(cfg: dict, ctx: CheckContext) -> list[Finding]:
             )
         ]
     fitting = []
-    for other in STRATEGIES:
-        if other != name and (other != "hsdp" or placement.shard_size):
-            alt = estimate(ctx.model, ctx.workload, placement, other)
+    for s in catalog.ALL:
+        if s.name != name and (not s.hybrid or placement.shard_size):
+            alt = estimate(ctx.model, ctx.workload, placement, s.name)
             if alt.fits:
-                fitting.append(f"{other} ({alt.reserved_gb:.0f} GB)")
+                fitting.append(f"{s.name} ({alt.reserved_gb:.0f} GB)")
     fix = (
         f"strategies predicted to fit: {', '.join(fitting[:4])}; `python -m generator plan` picks one."
         if fitting

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from generator.catalog import strategies as catalog
+
 
 def section(cfg: dict, name: str) -> dict:
     """The nested mapping `name`, or {} when it is missing or not a mapping (a rule reports the latter)."""
@@ -89,34 +91,30 @@ def zero_stage(cfg: dict) -> int | None:
 
 
 def strategy(cfg: dict) -> str | None:
-    """The estimator's strategy name for this config (generator.estimate.types.STRATEGIES), when it maps to one."""
+    """The catalog's strategy name for this config (generator.catalog.strategies), when it maps to one."""
     kind = distributed_type(cfg)
     if kind in ("NO", "MULTI_GPU"):
         return "ddp"
     if kind == "DEEPSPEED":
-        stage = zero_stage(cfg)
-        if stage not in (1, 2, 3):
-            return "ddp" if stage == 0 else None
         ds = section(cfg, "deepspeed_config")
         offload = str(ds.get("offload_optimizer_device", "none")).lower() not in ("none", "false")
-        if stage == 3:
-            return "zero3_offload" if offload else "zero3"
-        return "zero2_offload" if offload and stage == 2 else f"zero{stage}"
+        found = catalog.from_accelerate(kind, zero_stage=zero_stage(cfg), offload=offload)
+        return found.name if found else None
     if kind == "FSDP":
         fsdp = section(cfg, "fsdp_config")
         if fsdp_version(cfg) == 1:
-            strat = str(fsdp.get("fsdp_sharding_strategy", "FULL_SHARD")).upper()
-            return {"SHARD_GRAD_OP": "fsdp_grad_op", "NO_SHARD": "ddp", "2": "fsdp_grad_op", "3": "ddp"}.get(
-                strat, "fsdp"
-            )
+            sharding = str(fsdp.get("fsdp_sharding_strategy", "FULL_SHARD")).upper()
+            mode = catalog.FSDP1_SHARDING.get(sharding, (True, False))
+            # Within one machine FSDP1's hybrid group is the whole machine: plain sharding, as far as memory goes.
+            return "ddp" if mode is None else catalog.from_accelerate(kind, reshard=mode[0]).name
         par = section(cfg, "parallelism_config")
-        if (as_int(par.get("parallelism_config_dp_replicate_size", 1)) or 1) > 1:
-            return "hsdp"
-        reshard = as_bool(fsdp.get("fsdp_reshard_after_forward"), True)
-        return "fsdp_grad_op" if reshard is False else "fsdp"
+        hybrid = (as_int(par.get("parallelism_config_dp_replicate_size", 1)) or 1) > 1
+        reshard = as_bool(fsdp.get("fsdp_reshard_after_forward"), True) is not False
+        return catalog.from_accelerate(kind, reshard=reshard, hybrid=hybrid).name
     return None
 
 
 def sharded(cfg: dict) -> bool:
-    """True for strategies that all-gather parameters every step (FSDP full shard, ZeRO-3)."""
-    return strategy(cfg) in ("fsdp", "hsdp", "zero3", "zero3_offload")
+    """True for strategies that all-gather parameters twice every step (FSDP full shard, HSDP, ZeRO-3)."""
+    name = strategy(cfg)
+    return name is not None and catalog.strategy(name).gathers_per_micro_step == 2

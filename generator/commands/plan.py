@@ -6,11 +6,10 @@ from __future__ import annotations
 import argparse
 import json
 
+from generator.catalog.strategies import NAMES as STRATEGY_NAMES
 from generator.errors import UserError
 
-STRATEGY_CHOICES = (
-    "auto", "ddp", "zero1", "zero2", "zero3", "zero2_offload", "zero3_offload", "fsdp", "fsdp_grad_op", "hsdp",
-)  # fmt: skip
+STRATEGY_CHOICES = ("auto", *STRATEGY_NAMES)
 
 
 def register(subparsers, verb: str, help_text: str) -> argparse.ArgumentParser:

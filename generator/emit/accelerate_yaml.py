@@ -13,26 +13,12 @@ from __future__ import annotations
 
 import yaml
 
+from generator.catalog import strategies as catalog
 from generator.plan.types import Plan
-
-# strategy -> (zero stage, optimizer offload device, parameter offload device)
-ZERO = {
-    "zero1": (1, "none", "none"),
-    "zero2": (2, "none", "none"),
-    "zero3": (3, "none", "none"),
-    "zero2_offload": (2, "cpu", "none"),
-    "zero3_offload": (3, "cpu", "cpu"),
-}
-# strategy -> fsdp_reshard_after_forward (FSDP2: true = full shard, false = ZeRO-2-like)
-FSDP_RESHARD = {"fsdp": True, "fsdp_grad_op": False, "hsdp": True}
 
 
 def distributed_type(plan: Plan) -> str:
-    if plan.strategy in ZERO:
-        return "DEEPSPEED"
-    if plan.strategy in FSDP_RESHARD:
-        return "FSDP"
-    return "NO" if plan.num_processes == 1 else "MULTI_GPU"
+    return catalog.accelerate_type(catalog.strategy(plan.strategy), plan.num_processes)
 
 
 def accelerate_dict(plan: Plan, ds_json: str | None = None) -> dict:
@@ -56,7 +42,7 @@ def accelerate_dict(plan: Plan, ds_json: str | None = None) -> dict:
         cfg["main_process_ip"] = plan.main_process_ip
     if dist == "FSDP":
         cfg["fsdp_config"] = _fsdp(plan)
-    if plan.strategy == "hsdp":
+    if catalog.strategy(plan.strategy).hybrid:
         cfg["parallelism_config"] = {
             "parallelism_config_dp_replicate_size": plan.hsdp_replicate,
             "parallelism_config_dp_shard_size": plan.hsdp_shard,
@@ -72,7 +58,7 @@ def accelerate_dict(plan: Plan, ds_json: str | None = None) -> dict:
 def _fsdp(plan: Plan) -> dict:
     fsdp = {
         "fsdp_version": 2,
-        "fsdp_reshard_after_forward": FSDP_RESHARD[plan.strategy],
+        "fsdp_reshard_after_forward": catalog.strategy(plan.strategy).reshard_after_forward,
         "fsdp_auto_wrap_policy": "TRANSFORMER_BASED_WRAP",
         "fsdp_state_dict_type": "SHARDED_STATE_DICT",
         "fsdp_offload_params": False,
@@ -87,7 +73,8 @@ def _fsdp(plan: Plan) -> dict:
 
 
 def _deepspeed(plan: Plan, ds_json: str | None) -> dict:
-    stage, opt_dev, param_dev = ZERO[plan.strategy]
+    s = catalog.strategy(plan.strategy)
+    stage = s.zero_stage
     ds: dict = {"zero3_init_flag": stage == 3}
     if plan.num_machines > 1:
         ds["deepspeed_multinode_launcher"] = "standard"
@@ -96,8 +83,8 @@ def _deepspeed(plan: Plan, ds_json: str | None) -> dict:
         return ds
     ds.update(
         zero_stage=stage,
-        offload_optimizer_device=opt_dev,
-        offload_param_device=param_dev,
+        offload_optimizer_device="cpu" if s.offload != "none" else "none",
+        offload_param_device="cpu" if s.offloads_params else "none",
         gradient_accumulation_steps=plan.workload.grad_accum,
         gradient_clipping=1.0,
     )

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from generator.catalog import strategies as catalog
 from generator.plan.types import Plan
 
 
@@ -21,7 +22,8 @@ def hpz_partition_size(plan: Plan) -> int | None:
     The planner marks islands through `hsdp_shard` (GPUs per fast group); across machines without that the group is
     one machine. Not used with parameter offload: the secondary copy would sit on the GPU the offload tries to free.
     """
-    if plan.strategy != "zero3":
+    s = catalog.strategy(plan.strategy)
+    if s.zero_stage != 3 or s.offload != "none":
         return None
     if 1 < plan.hsdp_shard < plan.num_processes and plan.num_processes % plan.hsdp_shard == 0:
         return plan.hsdp_shard

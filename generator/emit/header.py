@@ -8,27 +8,17 @@ import textwrap
 from collections.abc import Sequence
 
 from generator import __version__
+from generator.catalog import strategies as catalog
 from generator.plan.types import Plan
 
 WIDTH = 116  # plus "# " stays inside the project's 120 columns
 
-STRATEGY_LABELS = {
-    "ddp": "DDP (DistributedDataParallel): a full model copy per GPU, gradients all-reduced",
-    "zero1": "DeepSpeed ZeRO-1: optimizer states sharded",
-    "zero2": "DeepSpeed ZeRO-2: optimizer states and gradients sharded",
-    "zero3": "DeepSpeed ZeRO-3: optimizer states, gradients and parameters sharded",
-    "zero2_offload": "DeepSpeed ZeRO-2 with optimizer states offloaded to CPU memory",
-    "zero3_offload": "DeepSpeed ZeRO-3 with optimizer states and parameters offloaded to CPU memory",
-    "fsdp": "FSDP2 full shard (parameters resharded after forward; ZeRO-3-like)",
-    "fsdp_grad_op": "FSDP2 without resharding after forward (ZeRO-2-like)",
-    "hsdp": "FSDP2 hybrid shard (HSDP): shard inside each group, replicate across groups",
-}
-
 
 def strategy_label(plan: Plan) -> str:
-    if plan.strategy == "ddp" and plan.num_processes == 1:
+    s = catalog.strategy(plan.strategy)
+    if s.framework == "ddp" and plan.num_processes == 1:
         return "single-GPU training (no data parallelism)"
-    return STRATEGY_LABELS[plan.strategy]
+    return s.label
 
 
 def clean(text: str) -> str:
@@ -67,7 +57,7 @@ def header_lines(
     ]
     if not e.fits:
         lines.append("WARNING: predicted NOT to fit in GPU memory; written only because this strategy was forced.")
-    if plan.strategy == "hsdp":
+    if catalog.strategy(plan.strategy).hybrid:
         lines.append(
             f"HSDP mesh: {plan.hsdp_replicate} replica(s) x {plan.hsdp_shard} GPUs per shard group; each group is a "
             "contiguous block of ranks, and gpu_ids are ordered so each block is one NVLink island or machine."
@@ -115,7 +105,7 @@ def _wrap(line: str) -> list[str]:
 def _checkpointing(plan: Plan) -> str:
     if not plan.workload.grad_checkpointing:
         return "off (spare memory is used to skip the recompute, about a third more compute)."
-    if plan.strategy in ("fsdp", "fsdp_grad_op", "hsdp"):
+    if catalog.strategy(plan.strategy).framework == "fsdp":
         return (
             "on, done by FSDP (fsdp_activation_checkpointing); train.py does not also enable HF gradient "
             "checkpointing when FSDP does it."

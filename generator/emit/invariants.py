@@ -6,15 +6,15 @@ supplies (UserError). Accelerate itself checks none of this: extra processes sil
 
 from __future__ import annotations
 
+from generator.catalog import strategies as catalog
 from generator.errors import UserError
-from generator.estimate.types import STRATEGIES
 from generator.plan.types import Plan
 
 
 def check_plan(plan: Plan) -> None:
     """Raise if the plan cannot be turned into a config that launches the job it describes."""
-    if plan.strategy not in STRATEGIES:
-        raise ValueError(f"unknown strategy {plan.strategy!r}; expected one of {', '.join(STRATEGIES)}")
+    if not catalog.is_known(plan.strategy):
+        raise ValueError(f"unknown strategy {plan.strategy!r}; expected one of {', '.join(catalog.NAMES)}")
     ids = plan.gpu_ids
     if not ids:
         raise ValueError("plan has no GPU ids")
@@ -40,7 +40,7 @@ def check_plan(plan: Plan) -> None:
         raise UserError("a multi-machine config needs the main machine's address; pass --main-process-ip")
     if not 0 <= plan.main_process_port <= 65535:
         raise UserError(f"main process port {plan.main_process_port} is not a TCP port; choose one in 1..65535")
-    if plan.strategy == "hsdp":
+    if catalog.strategy(plan.strategy).hybrid:
         _check_hsdp(plan)
 
 

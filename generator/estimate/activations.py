@@ -16,7 +16,7 @@ Liger's fused linear cross-entropy materialises none of it.
 
 from __future__ import annotations
 
-from generator.estimate.states import DEEPSPEED
+from generator.catalog import strategies as catalog
 from generator.estimate.types import Workload
 from generator.model.types import ModelSpec
 
@@ -33,9 +33,7 @@ def residual_bytes(workload: Workload, strategy: str) -> int:
     always under QLoRA (peft casts the embeddings to fp32, so the stream starts fp32 and autocast keeps it)."""
     if workload.method == "qlora":
         return 4
-    if strategy in DEEPSPEED:
-        return 2
-    return 4 if workload.load_dtype == "fp32" and strategy == "ddp" else 2
+    return 4 if workload.load_dtype == "fp32" and catalog.strategy(strategy).framework == "ddp" else 2
 
 
 def layer_saved_bytes_per_token(model: ModelSpec, r: int, liger: bool = False) -> float:
@@ -57,7 +55,7 @@ def logits_kept_bytes(workload: Workload, strategy: str) -> float:
     """Bytes per token per vocab entry of the logits the training loop holds through backward."""
     if workload.liger:
         return 0.0
-    return 2.0 if strategy in DEEPSPEED else 4.0
+    return 2.0 if catalog.strategy(strategy).framework == "deepspeed" else 4.0
 
 
 def activation_terms(model: ModelSpec, workload: Workload, strategy: str) -> dict[str, dict[str, float]]:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from generator.estimate.states import DEEPSPEED, load_bytes, trainable_params
+from generator.catalog import strategies as catalog
+from generator.estimate.states import load_bytes, trainable_params
 from generator.estimate.types import Workload
 from generator.model.types import ModelSpec
 
@@ -17,8 +18,9 @@ def checkpoint_size_gb(model: ModelSpec, workload: Workload, strategy: str) -> f
     adam = 2.0 if workload.optimizer == "adamw8bit" else 8.0
     if workload.method != "full":
         return t * (4.0 + adam) / 1e9
-    if strategy == "ddp":
+    framework = catalog.strategy(strategy).framework
+    if framework == "ddp":
         wb = load_bytes(workload)
         return t * (wb + (2.0 if workload.optimizer == "adamw8bit" else 2 * wb)) / 1e9
-    extra = 2.0 if strategy in DEEPSPEED else 0.0
+    extra = 2.0 if framework == "deepspeed" else 0.0
     return t * (4.0 + adam + extra) / 1e9

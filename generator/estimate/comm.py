@@ -18,7 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from generator.estimate.states import DEEPSPEED, load_bytes, shard_count, trainable_params
+from generator.catalog import strategies as catalog
+from generator.estimate.states import load_bytes, shard_count, trainable_params
 from generator.estimate.types import Placement, Workload
 from generator.model.types import ModelSpec
 
@@ -67,38 +68,35 @@ def communication(model: ModelSpec, workload: Workload, placement: Placement, st
     n = placement.num_gpus
     if n <= 1:
         return Comm(0.0, 0.0, 0.0)
+    s = catalog.strategy(strategy)
     p = float(trainable_params(model, workload))
     k = workload.grad_accum
     bw = _bandwidth(placement)
     ring = _ring(n)
-    if strategy == "ddp":
+    if s.framework == "ddp":
         grad_bytes = load_bytes(workload) if workload.method == "full" else 4
         b = p * grad_bytes * 2 * ring
         t = _time(b, bw, gather_scatter=False)
         return Comm(b, t, t)
-    if strategy in FSDP_GATHERS:
-        gathers = FSDP_GATHERS[strategy]
-        if strategy == "hsdp":
-            return _hsdp(p, k, placement, gathers)
+    if s.framework == "fsdp":
+        gathers = s.gathers_per_micro_step
+        if s.hybrid:
+            return _hsdp(p, k, placement, gathers, shard_count(strategy, placement))
         ag, rs = gathers * k * 2 * p * ring, 2 * p * ring
         return Comm(ag + rs, _time(ag + rs, bw), _time(ag + rs, bw))
-    if strategy in DEEPSPEED:
-        stage = int(strategy[4])
+    if s.framework == "deepspeed":
+        stage = s.zero_stage
         reduces = 1 if stage == 1 else k
         rs = reduces * 2 * p * ring
         ag = (2 * k if stage == 3 else 1) * 2 * p * ring
         overlapped = rs + ag if stage == 3 else 0.0  # overlap_comm defaults to True only for stage 3
-        host, host_s = _offload_host(p, k, n, strategy, placement)
+        host, host_s = _offload_host(p, k, n, s, placement)
         return Comm(rs + ag, _time(rs + ag, bw), _time(overlapped, bw), host, host_s)
     raise ValueError(f"unknown strategy {strategy}")
 
 
-# All-gathers per micro-step: reshard after forward gathers again for backward.
-FSDP_GATHERS = {"fsdp": 2, "fsdp_grad_op": 1, "hsdp": 2}
-
-
-def _hsdp(p: float, k: int, placement: Placement, gathers: int) -> Comm:
-    m = shard_count("hsdp", placement)
+def _hsdp(p: float, k: int, placement: Placement, gathers: int, m: int) -> Comm:
+    """FSDP inside each shard group of `m` GPUs, then an all-reduce of each shard across the replicas."""
     replicas = placement.num_gpus // m
     inner = gathers * k * 2 * p * _ring(m) + 2 * p * _ring(m)
     across = (2 * p / m) * 2 * _ring(replicas)
@@ -108,14 +106,14 @@ def _hsdp(p: float, k: int, placement: Placement, gathers: int) -> Comm:
     return Comm(inner + across, t, _time(inner, inner_bw))
 
 
-def _offload_host(p: float, k: int, n: int, strategy: str, placement: Placement) -> tuple[float, float]:
+def _offload_host(p: float, k: int, n: int, s: catalog.Strategy, placement: Placement) -> tuple[float, float]:
     """Host traffic per GPU: fp32 gradient partition out each micro-step, bf16 parameters back once per step,
     and with parameter offload each partition fetched for every all-gather."""
-    if not strategy.endswith("_offload"):
+    if s.offload == "none":
         return 0.0, 0.0
     part = p / n
     host = k * 4 * part + 2 * part
-    if strategy == "zero3_offload":
+    if s.offloads_params:
         host += 2 * k * 2 * part
     return host, host / (placement.host_gbps * 1e9)
 

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from generator.catalog import strategies as catalog
 from generator.estimate.activations import activation_terms
 from generator.estimate.comm import communication
 from generator.estimate.hardware import gpu_known
-from generator.estimate.states import DEEPSPEED, FSDP_FAMILY, PHASES, cpu_bytes_per_machine, model_states
+from generator.estimate.states import PHASES, cpu_bytes_per_machine, model_states
 from generator.estimate.timing import step_timing
 from generator.estimate.types import METHODS, STRATEGIES, Estimate, Placement, Workload
 from generator.model.types import ModelSpec
@@ -34,11 +35,15 @@ NCCL_BUFFERS_GB = 0.5  # NCCL channel buffers per process in a multi-GPU job (pr
 
 
 def _fragmentation_family(strategy: str, method: str) -> str:
+    """The FRAGMENTATION row measured for this kind of allocation pattern."""
+    s = catalog.strategy(strategy)
     if method == "qlora":
         return "qlora"
-    if strategy in DEEPSPEED:
-        return "zero3" if strategy.startswith("zero3") else "zero12"
-    return strategy if strategy == "fsdp_grad_op" else ("fsdp" if strategy in FSDP_FAMILY else "ddp")
+    if s.framework == "deepspeed":
+        return "zero3" if s.zero_stage == 3 else "zero12"
+    if s.framework == "fsdp":
+        return "fsdp" if s.reshard_after_forward else "fsdp_grad_op"
+    return "ddp"
 
 
 def applicable(strategy: str, workload: Workload, placement: Placement) -> str | None:
@@ -46,17 +51,17 @@ def applicable(strategy: str, workload: Workload, placement: Placement) -> str |
 
     One GPU: `ddp` means plain single-process training. DeepSpeed and FSDP still run on one GPU and keep fp32
     master weights, so zero2, the offload variants and fsdp stay; zero1/zero3/fsdp_grad_op would only repeat them."""
-    if strategy not in STRATEGIES:
+    if not catalog.is_known(strategy):
         return f"unknown strategy '{strategy}' (one of {', '.join(STRATEGIES)})"
     if workload.method not in METHODS:
         return f"unknown method '{workload.method}' (one of {', '.join(METHODS)})"
-    if workload.method == "qlora" and strategy != "ddp":
+    s = catalog.strategy(strategy)
+    if workload.method == "qlora" and s.framework != "ddp":
         return "QLoRA's 4-bit base is trained here under DDP (or one GPU) only"
     n = placement.num_gpus
-    if n == 1 and strategy in ("zero1", "zero3", "fsdp_grad_op"):
-        twin = {"zero1": "zero2", "zero3": "zero2", "fsdp_grad_op": "fsdp"}[strategy]
-        return f"on one GPU nothing is sharded: {strategy} keeps the same states as {twin}"
-    if strategy == "hsdp":
+    if n == 1 and s.one_gpu_twin:
+        return f"on one GPU nothing is sharded: {strategy} keeps the same states as {s.one_gpu_twin}"
+    if s.hybrid:
         shard = placement.shard_size or placement.num_gpus_per_machine
         if n == 1 or shard >= n:
             return "HSDP needs at least two shard groups (one group is plain FSDP)"
@@ -77,7 +82,8 @@ def _memory(model: ModelSpec, workload: Workload, placement: Placement, strategy
 
 def _notes(model: ModelSpec, workload: Workload, placement: Placement, strategy: str, phase: str) -> list[str]:
     notes = [f"peak in {phase.replace('_', ' ')}"]
-    if strategy == "ddp" and workload.method == "full":
+    s = catalog.strategy(strategy)
+    if s.framework == "ddp" and workload.method == "full":
         if workload.load_dtype == "fp32":
             notes.append(
                 "fp32 weights under bf16 autocast: 16 B/param"
@@ -85,9 +91,9 @@ def _notes(model: ModelSpec, workload: Workload, placement: Placement, strategy:
             )
         else:
             notes.append("bf16 weights without fp32 master: small updates are lost")
-    if strategy in FSDP_FAMILY and workload.grad_accum > 1:
+    if s.framework == "fsdp" and workload.grad_accum > 1:
         notes.append("Accelerate's no_sync keeps unsharded bf16 grads during accumulation")
-    if strategy in ("zero1", "zero2", "zero2_offload") and placement.num_gpus > 1:
+    if s.zero_stage in (1, 2) and placement.num_gpus > 1:
         notes.append("DeepSpeed stage 1/2 does not overlap reductions by default (overlap_comm=false)")
     if workload.mixed_precision != "bf16":
         notes.append("only bf16 mixed precision is modelled: memory and time assume it")

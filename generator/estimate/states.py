@@ -20,6 +20,7 @@ activations still held), "backward_end" (the first decoder layer's backward, nea
 
 from __future__ import annotations
 
+from generator.catalog import strategies as catalog
 from generator.estimate.types import Placement, Workload
 from generator.model.types import ModelSpec
 
@@ -41,15 +42,13 @@ LORA_TARGETS = ("q", "k", "v", "o", "gate", "up", "down")
 
 _IN_STEP = ("forward_end", "backward_start", "backward_end")  # phases of forward/backward, not the optimizer step
 
-DEEPSPEED = ("zero1", "zero2", "zero3", "zero2_offload", "zero3_offload")
-FSDP_FAMILY = ("fsdp", "fsdp_grad_op", "hsdp")
-
 
 def shard_count(strategy: str, placement: Placement) -> int:
     """GPUs one model copy's states are spread over (1 for DDP)."""
-    if strategy == "ddp":
+    s = catalog.strategy(strategy)
+    if s.framework == "ddp":
         return 1
-    if strategy == "hsdp":
+    if s.hybrid:
         return placement.shard_size or placement.num_gpus_per_machine
     return placement.num_gpus
 
@@ -85,7 +84,7 @@ def _frozen_base_bytes(model: ModelSpec, workload: Workload, strategy: str) -> f
     if workload.method == "qlora":
         kept_fp32 = qlora_unquantised_params(model)
         return (p - kept_fp32) * NF4_BYTES_PER_PARAM + 4 * kept_fp32
-    return p * (2 if strategy in DEEPSPEED else load_bytes(workload))
+    return p * (2 if catalog.strategy(strategy).framework == "deepspeed" else load_bytes(workload))
 
 
 def _fsdp_in_flight(model: ModelSpec, reshard: bool) -> dict[str, float]:
@@ -119,6 +118,7 @@ def ds_live_params_bytes(model: ModelSpec) -> float:
 
 def model_states(model: ModelSpec, workload: Workload, placement: Placement, strategy: str) -> dict[str, dict]:
     """Named byte terms alive in each phase: {phase: {term: bytes}} (terms absent from a phase are not alive)."""
+    s = catalog.strategy(strategy)
     n = shard_count(strategy, placement)
     t = trainable_params(model, workload)
     full = workload.method == "full"
@@ -132,9 +132,9 @@ def model_states(model: ModelSpec, workload: Workload, placement: Placement, str
 
     grad_phases = PHASES if accum else ("backward_end", "optimizer")
     if not full:
-        replicated = strategy in ("ddp", "zero1", "zero2", "zero2_offload")
+        replicated = not s.shards_parameters
         every("frozen_weights", _frozen_base_bytes(model, workload, strategy) / (1 if replicated else n))
-    if strategy == "ddp":
+    if s.framework == "ddp":
         wb = load_bytes(workload) if full else 4
         every("weights", t * wb)
         # Late in backward (first decoder layer) the embedding's gradient is not allocated yet; the step has it.
@@ -149,7 +149,7 @@ def model_states(model: ModelSpec, workload: Workload, placement: Placement, str
             every("ddp_grad_bucket", t * wb)
         return terms
     opt = _optimizer_bytes(workload, 4.0)
-    if strategy in FSDP_FAMILY:
+    if s.framework == "fsdp":
         every("master_weights_fp32", 4.0 * t / n)
         # Late in backward the first layer's and the root's shards are not reduced yet; the step has them all.
         # Under accumulation the sharded grads appear only in the last micro-step (the others keep unsharded ones).
@@ -157,15 +157,15 @@ def model_states(model: ModelSpec, workload: Workload, placement: Placement, str
         every("grads_fp32", 4.0 * t / n, ("optimizer",))
         every("grads_fp32", 4.0 * late / n, ("backward_end",))
         every("optimizer_states", opt * t / n)
-        for phase, value in _fsdp_in_flight(model, reshard=strategy != "fsdp_grad_op").items():
+        for phase, value in _fsdp_in_flight(model, reshard=s.reshard_after_forward).items():
             every("fsdp_unsharded", value, (phase,))
         if accum:  # Accelerate's no_sync on FSDP2 keeps unsharded grads (reduce dtype bf16) across micro-steps
             every("fsdp_accum_grads", 2.0 * t, _IN_STEP)
         return terms
     # DeepSpeed; the terms below reproduce ZeRO-1/2/3 on 2x H200 (tests/test_estimate_gpu.py).
-    offload_opt = strategy.endswith("_offload")
-    stage = int(strategy[4])
-    if full and strategy != "zero3_offload":
+    offload_opt = s.offload != "none"
+    stage = s.zero_stage
+    if full and not s.offloads_params:
         every("weights_bf16", 2.0 * t / (n if stage == 3 else 1))
     if not offload_opt:
         every("master_weights_fp32", 4.0 * t / n)
@@ -200,8 +200,9 @@ def model_states(model: ModelSpec, workload: Workload, placement: Placement, str
 
 def cpu_bytes_per_machine(model: ModelSpec, workload: Workload, placement: Placement, strategy: str) -> float:
     """Host memory for offloaded states: fp32 master + Adam + fp32 grads (+ bf16 params for ZeRO-3), per machine."""
-    if not strategy.endswith("_offload"):
+    s = catalog.strategy(strategy)
+    if s.offload == "none":
         return 0.0
     t = trainable_params(model, workload)
-    per_param = 4.0 + _optimizer_bytes(workload, 4.0) + 4.0 + (2.0 if strategy == "zero3_offload" else 0.0)
+    per_param = 4.0 + _optimizer_bytes(workload, 4.0) + 4.0 + (2.0 if s.offloads_params else 0.0)
     return per_param * t / placement.num_machines

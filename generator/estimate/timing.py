@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from generator.catalog import strategies as catalog
 from generator.estimate.comm import Comm
 from generator.estimate.hardware import gpu_rates
 from generator.estimate.states import load_bytes, lora_params, qlora_unquantised_params, shard_count, trainable_params
@@ -153,11 +154,12 @@ def attention_work_share(workload: Workload) -> float:
 
 def _update_bytes(model: ModelSpec, workload: Workload, placement: Placement, strategy: str) -> float:
     """HBM bytes of one optimizer update on one GPU (zero when the optimizer runs on the CPU)."""
-    if strategy.endswith("_offload"):
+    s = catalog.strategy(strategy)
+    if s.offload != "none":
         return 0.0
     t = trainable_params(model, workload)
     state = 2.0 if workload.optimizer == "adamw8bit" else None
-    if strategy == "ddp":
+    if s.framework == "ddp":
         wb = load_bytes(workload) if workload.method == "full" else 4
         return t * (_ADAM_PASSES * wb + wb + _ADAM_PASSES * (state or 2 * wb))
     # fp32 master + fp32 grad + states, plus the bf16 grad -> fp32 and fp32 -> bf16 parameter conversions.
@@ -169,7 +171,7 @@ def _cast_bytes(model: ModelSpec, workload: Workload, strategy: str) -> float:
     """fp32 weights under autocast (DDP): each forward (and recompute) casts them to bf16 (read 4 + write 2 bytes),
     and backward casts the bf16 weight gradients into the fp32 .grad (read 2 + write 4). A frozen LoRA base is cast
     the same way in every forward but has no weight gradients; a QLoRA base is 4-bit (see _dequant_bytes)."""
-    if strategy != "ddp" or workload.load_dtype != "fp32" or workload.method == "qlora":
+    if catalog.strategy(strategy).framework != "ddp" or workload.load_dtype != "fp32" or workload.method == "qlora":
         return 0.0
     grads = 6.0 if workload.method == "full" else 0.0
     return workload.grad_accum * model.params_total * (6.0 * _forward_passes(workload) + grads)
@@ -177,10 +179,12 @@ def _cast_bytes(model: ModelSpec, workload: Workload, strategy: str) -> float:
 
 def _collective_copy_bytes(model: ModelSpec, workload: Workload, strategy: str) -> float:
     """Copy-in/copy-out and dtype casts around the all-gathers and reduce-scatters of sharded parameters."""
-    gathers = {"fsdp": 2, "hsdp": 2, "fsdp_grad_op": 1, "zero3": 2, "zero3_offload": 2}.get(strategy)
-    if gathers is None:
+    s = catalog.strategy(strategy)
+    gathers = s.gathers_per_micro_step
+    if not gathers:
         return 0.0
-    reduces = 1 if strategy in ("fsdp", "hsdp", "fsdp_grad_op") else workload.grad_accum
+    # FSDP reduce-scatters once per optimizer step (Accelerate's no_sync), ZeRO-3 every micro-step
+    reduces = 1 if s.framework == "fsdp" else workload.grad_accum
     return model.params_total * (gathers * workload.grad_accum * GATHER_COPY_BYTES + reduces * REDUCE_COPY_BYTES)
 
 
@@ -205,12 +209,13 @@ def _dequant_bytes(model: ModelSpec, workload: Workload) -> float:
 def _deepspeed_s(model: ModelSpec, workload: Workload, strategy: str) -> float:
     """DeepSpeed's fitted overhead beyond the modelled traffic (zero for other strategies)."""
     bparams = model.params_total / 1e9
-    if strategy.startswith("zero3"):
+    stage = catalog.strategy(strategy).zero_stage
+    if stage == 3:
         passes = _forward_passes(workload) + 1
         return ZERO3_OVERHEAD_S_PER_PASS_PER_BPARAM * passes * workload.grad_accum * bparams
-    if strategy.startswith("zero"):
+    if stage:
         # ZeRO-1 reduces once per optimizer step; ZeRO-2 hooks every micro-step's backward.
-        times = 1 if strategy == "zero1" else workload.grad_accum
+        times = 1 if stage == 1 else workload.grad_accum
         return DEEPSPEED_OVERHEAD_S_PER_BPARAM * times * bparams
     return 0.0
 
@@ -225,6 +230,7 @@ def step_timing(
 ) -> Timing:
     """`reserved_gb`: the predicted peak reserved memory per GPU, for the allocator-pressure term (None: no term)."""
     rates = gpu_rates(placement.gpu_name)
+    s = catalog.strategy(strategy)
     tokens = workload.seq_len * workload.micro_batch * workload.grad_accum
     compute = _compute_s(model, workload, rates.dense_bf16_tflops * 1e12)
     moved = _update_bytes(model, workload, placement, strategy) + _cast_bytes(model, workload, strategy)
@@ -232,11 +238,12 @@ def step_timing(
     moved += _adapter_bytes(model, workload) + _dequant_bytes(model, workload)
     memory = moved / (rates.hbm_tbps * 1e12 * HBM_EFFICIENCY) + _deepspeed_s(model, workload, strategy)
     cpu = 0.0
-    if strategy.endswith("_offload"):
+    if s.offload != "none":
         cpu = trainable_params(model, workload) / (placement.num_machines * CPU_ADAM_PARAMS_PER_S)
     # DDP buckets fire during backward (2/3 of a step, 3/4 with recompute); sharded gathers span the whole step.
-    window = compute * ((0.75 if workload.grad_checkpointing else 2 / 3) if strategy == "ddp" else 1.0)
-    overlap = OVERLAP_EFFICIENCY["ddp" if strategy == "ddp" else "sharded"]
+    ddp = s.framework == "ddp"
+    window = compute * ((0.75 if workload.grad_checkpointing else 2 / 3) if ddp else 1.0)
+    overlap = OVERLAP_EFFICIENCY["ddp" if ddp else "sharded"]
     hidden = min(comm.overlappable_s, overlap * window)
     exposed = max(0.0, comm.seconds - hidden)
     allocator = 0.0

@@ -4,26 +4,22 @@ costs per strategy (Estimate). Pure data; the estimator functions live beside th
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal, get_args
 
-# Every strategy name the estimator, planner, emitter and checker understand.
-STRATEGIES = (
-    "ddp",  # DistributedDataParallel; with one GPU, plain single-process training
-    "zero1",
-    "zero2",
-    "zero3",
-    "zero2_offload",  # optimizer states on CPU
-    "zero3_offload",  # optimizer states and parameters on CPU
-    "fsdp",  # FSDP2 full shard (reshard after forward)
-    "fsdp_grad_op",  # FSDP2 without reshard after forward (ZeRO-2-like)
-    "hsdp",  # FSDP2 hybrid: shard inside an NVLink island / node, replicate across
-)
-METHODS = ("full", "lora", "qlora")
+from generator.catalog.strategies import NAMES as STRATEGIES  # noqa: F401  (re-exported: the names, in order)
+
+Method = Literal["full", "lora", "qlora"]
+"""Fine-tuning method: every weight, LoRA adapters on a frozen base, or adapters on a 4-bit base (CLI values)."""
+METHODS: tuple[str, ...] = get_args(Method)
+LoadDtype = Literal["fp32", "bf16"]
+"""dtype the weights are loaded in (train.py --load-dtype)."""
+LOAD_DTYPES: tuple[str, ...] = get_args(LoadDtype)
 
 
 @dataclass(frozen=True)
 class Workload:
-    method: str = "full"
-    """full | lora | qlora."""
+    method: Method = "full"
+    """What is trained (see Method)."""
     seq_len: int = 4096
     micro_batch: int = 1
     """Sequences per GPU per forward/backward."""
@@ -32,7 +28,7 @@ class Workload:
     """Full activation checkpointing of every decoder layer."""
     optimizer: str = "adamw"
     """adamw | adamw8bit."""
-    load_dtype: str = "fp32"
+    load_dtype: LoadDtype = "fp32"
     """dtype the weights are loaded in: fp32 (train.py default: fp32 master weights under every strategy) or bf16
     (pure-bf16 training under DDP; FSDP and DeepSpeed still keep fp32 masters)."""
     mixed_precision: str = "bf16"

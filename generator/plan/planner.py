@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from generator.catalog import strategies as catalog
 from generator.errors import UserError
 from generator.estimate.hardware import unknown_gpu_warning
 from generator.estimate.types import STRATEGIES, Placement, Workload
@@ -162,7 +163,7 @@ def evaluate(topology, model, request, choices, inter, engines: Engines) -> tupl
 
 def build_plan(topology, model, request, chosen: Row, forced: bool, why: list[str], warnings: list[str]) -> Plan:
     o, e = chosen.option, chosen.estimate
-    hsdp = e.strategy == "hsdp"
+    hsdp = catalog.strategy(e.strategy).hybrid
     shard = o.choice.shard_size if hsdp else 1
     return Plan(
         model=model,

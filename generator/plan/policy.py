@@ -3,6 +3,7 @@ module that the planner, its reasons and its advice all import, so each rule has
 
 from __future__ import annotations
 
+from generator.catalog import strategies as catalog
 from generator.estimate.types import STRATEGIES
 from generator.plan.rows import Row
 from generator.plan.types import PlanRequest
@@ -11,7 +12,7 @@ GPU_COUNT_TOLERANCE = 0.05
 """More GPUs must buy at least 5% more predicted throughput to be used when the user did not fix the count."""
 TIE_TOLERANCE = 0.02
 """Throughputs within 2% are a tie: the estimator cannot tell them apart."""
-OFFLOAD = ("zero2_offload", "zero3_offload")
+OFFLOAD = tuple(s.name for s in catalog.select(lambda s: s.offload != "none"))
 """Strategies `--strategy auto` considers only with --allow-offload (CPU offload: slow, so opt-in)."""
 
 
@@ -46,11 +47,10 @@ def pick(fitting: list[Row]) -> Row:
 def tie_rank(strategy: str) -> int:
     """Among strategies the estimator cannot tell apart on speed: DDP (nothing sharded, least to go wrong), then
     PyTorch-native FSDP2 (no extra install), then DeepSpeed (an optional package built from source), offload last."""
-    if strategy == "ddp":
-        return 0
-    if strategy in ("fsdp", "fsdp_grad_op", "hsdp"):
-        return 1
-    return 3 if strategy in OFFLOAD else 2
+    s = catalog.strategy(strategy)
+    if s.offload != "none":
+        return 3
+    return {"ddp": 0, "fsdp": 1, "deepspeed": 2}[s.framework]
 
 
 TIE_WHY = {

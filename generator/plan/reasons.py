@@ -3,6 +3,7 @@ costs. Every number here is a prediction of the estimator unless the bandwidth f
 
 from __future__ import annotations
 
+from generator.catalog import strategies as catalog
 from generator.estimate.types import Estimate
 from generator.plan.policy import OFFLOAD, TIE_TOLERANCE, TIE_WHY, tie_rank
 from generator.plan.rows import Row
@@ -26,7 +27,7 @@ def explain(
         f"global batch {b.global_batch} = micro-batch {b.micro_batch} x {o.placement.num_gpus} GPUs x "
         f"{b.grad_accum} accumulation step{'s' if b.grad_accum != 1 else ''}{asked}"
     )
-    if e.strategy == "hsdp":
+    if catalog.strategy(e.strategy).hybrid:
         shard = o.choice.shard_size
         out.append(
             f"HSDP: {o.placement.num_gpus // shard} replicas of {shard}-GPU shard groups; parameters are sharded "

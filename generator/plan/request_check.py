@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from generator.errors import UserError
-from generator.estimate.types import METHODS, STRATEGIES
+from generator.estimate.types import LOAD_DTYPES, METHODS, STRATEGIES
 from generator.plan.fabrics import FABRICS
 from generator.plan.types import PlanRequest
 
@@ -13,7 +13,7 @@ def check_request(request: PlanRequest) -> None:
     _one_of("--method", r.method, METHODS)
     _one_of("--strategy", r.strategy, ("auto", *STRATEGIES))
     _one_of("--grad-checkpointing", r.grad_checkpointing, ("auto", "on", "off"))
-    _one_of("--load-dtype", r.load_dtype, ("fp32", "bf16"))
+    _one_of("--load-dtype", r.load_dtype, LOAD_DTYPES)
     _one_of("--optimizer", r.optimizer, ("adamw", "adamw8bit"))
     _one_of("--attention", r.attention, ("sdpa", "flex"))
     if r.fabric is not None:
