@@ -19,6 +19,7 @@ import sys
 import time
 from pathlib import Path
 
+from generator.catalog.strategies import strategy as strategy_facts
 from generator.errors import UserError
 from training import hooks, preemption
 from training.args import grad_accum_steps, parse_args
@@ -100,7 +101,8 @@ def train(args: argparse.Namespace) -> int:
     set_seed(args.seed)  # identical random init on every rank
     fsdp_ac = is_fsdp and bool(accelerator.state.fsdp_plugin.activation_checkpointing)
     on_gpu = use_cuda and build_on_gpu(args, config, strategy, is_fsdp and accelerator.state.fsdp_plugin)
-    whole = is_ds and strategy.startswith("zero3") and on_gpu  # a random init, built as every other strategy builds it
+    # A ZeRO-3 random init is built whole, as every other strategy builds it (see outside_zero_init).
+    whole = is_ds and strategy_facts(strategy).zero_stage == 3 and on_gpu
     with outside_zero_init(accelerator) if whole else contextlib.nullcontext():
         model = load_model(args, config, use_cuda, str(accelerator.device) if on_gpu else "cpu")
     if args.liger:
@@ -132,7 +134,7 @@ def train(args: argparse.Namespace) -> int:
         (p for p in model.parameters() if p.requires_grad),
         lr=args.lr,
         weight_decay=0.0,
-        fused=use_cuda and not (is_ds and "offload" in strategy),
+        fused=use_cuda and strategy_facts(strategy).offload == "none",
     )
     scheduler = get_cosine_schedule_with_warmup(optimizer, args.warmup_steps, args.max_steps)
     model, optimizer, loader, scheduler = accelerator.prepare(model, optimizer, loader, scheduler)

@@ -5,31 +5,32 @@ from __future__ import annotations
 
 import contextlib
 
+from generator.catalog.strategies import FSDP1_SHARDING, from_accelerate
+from generator.catalog.strategies import strategy as strategy_facts
 from generator.errors import UserError
 
 
 def strategy_name(accelerator) -> str:
-    """The estimator's name for what the launch config asked for."""
+    """The catalog's name for what the launch config asked for (generator.catalog.strategies.from_accelerate)."""
     from accelerate.utils import DistributedType
 
     dt = accelerator.distributed_type
     if dt == DistributedType.DEEPSPEED:
         ds = accelerator.state.deepspeed_plugin
-        offload = str(ds.offload_optimizer_device).lower() not in ("none", "")
-        offload |= str(ds.offload_param_device).lower() not in ("none", "")
-        stage = int(ds.zero_stage)
-        return {0: "ddp", 1: "zero1"}.get(stage, f"zero{stage}" + ("_offload" if offload else ""))
+        devices = (ds.offload_optimizer_device, ds.offload_param_device)
+        offload = any(str(d).lower() not in ("none", "") for d in devices)
+        found = from_accelerate("DEEPSPEED", zero_stage=int(ds.zero_stage), offload=offload)
+        return found.name if found else f"zero{ds.zero_stage}"
     if dt == DistributedType.FSDP:
         pc = getattr(accelerator, "parallelism_config", None)
-        if pc is not None and getattr(pc, "dp_replicate_size", 1) > 1:
-            return "hsdp"
+        hybrid = pc is not None and getattr(pc, "dp_replicate_size", 1) > 1
         reshard = accelerator.state.fsdp_plugin.reshard_after_forward
         if not isinstance(reshard, bool):  # FSDP1 ShardingStrategy
-            name = getattr(reshard, "name", str(reshard))
-            return {"SHARD_GRAD_OP": "fsdp_grad_op", "HYBRID_SHARD": "hsdp", "HYBRID_SHARD_ZERO2": "hsdp"}.get(
-                name, "fsdp"
-            )
-        return "fsdp" if reshard else "fsdp_grad_op"
+            fsdp1 = FSDP1_SHARDING.get(getattr(reshard, "name", str(reshard)).lstrip("_"))
+            if fsdp1 is None:  # NO_SHARD replicates everything: DDP's memory and traffic
+                return "ddp"
+            reshard, hybrid = fsdp1[0], hybrid or fsdp1[1]
+        return from_accelerate("FSDP", reshard=reshard, hybrid=hybrid).name
     return "ddp"
 
 
@@ -57,9 +58,13 @@ def build_on_gpu(args, config, strategy: str, fsdp_plugin) -> bool:
     read, and building 7B in fp32 on the host costs every rank ~30 GB of RAM and tens of seconds, so it goes to the
     GPU when the whole model takes at most a third of the free memory (the sharding frees it); under ZeRO-3 that also
     means building it outside zero.Init (see `outside_zero_init`)."""
-    if "offload" in strategy:
+    s = strategy_facts(strategy)
+    if s.offload != "none":
         return False
-    if not strategy.startswith("zero3") and not (fsdp_plugin and fsdp_plugin.cpu_ram_efficient_loading):
+    sharded_load = (s.framework == "deepspeed" and s.zero_stage == 3) or (
+        fsdp_plugin and fsdp_plugin.cpu_ram_efficient_loading
+    )
+    if not sharded_load:
         return True
     if args.init != "random":
         return False
