@@ -2,6 +2,8 @@
 
 Four kinds of results file are understood, told apart by their keys:
 - matrix (`cells`): written by bench/run_matrix.py, one cell per (GPUs, strategy, method, seq, micro-batch, ckpt);
+- sweep (`cells` whose entries name a `script`): written by bench/sweep.py, one GPU, sequence length x attention
+  kernel x document length x method, and the scripts people launch (train.py, custom, trainer);
 - memory phases (`rows` with `forward_gb`): tests/test_estimate_gpu.py measurements;
 - step times (`rows` with `step_s`, or the topo README file's `step_times`);
 - probe (`subsets`): `python -m generator probe` bandwidth, which also supplies the busbw the predictions use;
@@ -31,6 +33,25 @@ def bench_attention(flex: bool) -> dict:
     """Workload / PlanRequest attention fields of a matrix cell: flex over the bench data's document length."""
     return {"attention": "flex", "doc_tokens": BENCH_DOC_TOKENS} if flex else {}
 
+
+# Sweep rows held out of every fit (chosen before any term was fitted to the sweep, issue 17): spread over sequence
+# length (2048-32768), method (full, LoRA, QLoRA), kernel (SDPA dense mask, SDPA causal, flex) and document length,
+# plus every row of the scripts people launch (custom, trainer), whose terms come from the libraries' sources
+# (docs/scripts.md) and were never fitted. REPORT.md scores them apart from the fit rows.
+VALIDATION_KEYS = frozenset(
+    {
+        "train.py-g1-ddp-lora-s32768-mb1-ckpton-flex-fill",
+        "train.py-g1-ddp-lora-s32768-mb1-ckpton-sdpa-fill",
+        "train.py-g1-ddp-full-s8192-mb1-ckpton-flex-fill",
+        "train.py-g1-ddp-lora-s8192-mb1-ckpton-sdpa-short",
+        "train.py-g1-ddp-full-s16384-mb1-ckpton-flex-fill-liger",
+        "train.py-g1-ddp-full-s2048-mb4-ckpton-sdpa-fill",
+        "train.py-g1-ddp-qlora-s4096-mb1-ckpton-sdpa-short",
+        "train.py-g1-ddp-lora-s4096-mb1-ckpton-sdpa-fill",
+    }
+)
+SCRIPT_LOAD_DTYPE = {"train.py": "fp32", "custom": "bf16", "trainer": "fp32"}
+"""What each bench script loads in when --load-dtype is not given (its library's default, docs/scripts.md)."""
 
 @dataclass(frozen=True)
 class Row:
@@ -64,6 +85,12 @@ class Row:
     """Attention through transformers' flex_attention instead of SDPA."""
     bucket_view: bool = True
     """DDP gradient_as_bucket_view: on in train.py (matrix rows), off under plain Accelerate (memory-phase rows)."""
+    script: str = "train.py"
+    """What ran the row: train.py, custom (a plain Accelerate loop) or trainer (TRL SFTTrainer)."""
+    doc_tokens: int | None = None
+    """Tokens per packed document (sweep rows); matrix rows use the bench data's mean."""
+    role: str = "fit"
+    """fit (the estimator's terms may be fitted to it) or validation (held out: VALIDATION_KEYS)."""
 
     @property
     def unmodelled(self) -> bool:
@@ -75,9 +102,12 @@ class Row:
     def label(self) -> str:
         extra = (f" {self.method}" if self.method != "full" else "") + (" liger" if self.liger else "")
         extra += (" compile" if self.compiled else "") + (" flex" if self.flex else "")
+        if self.doc_tokens is not None:
+            extra += " fill" if self.doc_tokens >= self.seq_len else f" docs{self.doc_tokens}"
         ckpt = "ckpt" if self.ckpt else "no-ckpt"
         mb = f"mb{self.micro_batch}" + (f"x{self.grad_accum}" if self.grad_accum > 1 else "")
-        return f"{self.gpus}x {self.strategy}{extra} {self.load_dtype} s{self.seq_len} {mb} {ckpt}"
+        script = "" if self.script == "train.py" else f"{self.script}: "
+        return f"{script}{self.gpus}x {self.strategy}{extra} {self.load_dtype} s{self.seq_len} {mb} {ckpt}"
 
     @property
     def workload(self) -> Workload:
@@ -90,8 +120,11 @@ class Row:
             load_dtype=self.load_dtype,
             liger=self.liger,
             grad_as_bucket_view=self.bucket_view,
-            **bench_attention(self.flex),
+            **(self._attention() if self.doc_tokens is not None else bench_attention(self.flex)),
         )
+
+    def _attention(self) -> dict:
+        return {"attention": "flex" if self.flex else "sdpa", "doc_tokens": self.doc_tokens}
 
 
 def load_files(results_dir: Path = RESULTS_DIR) -> dict[str, dict]:
@@ -124,6 +157,38 @@ def _matrix_rows(name: str, data: dict) -> list[Row]:
                 from_matrix=True,
                 compiled="--dynamo_backend" in cmd,
                 flex="flex_attention" in cmd,
+            )
+        )
+    return rows
+
+
+def _sweep_rows(name: str, data: dict) -> list[Row]:
+    rows = []
+    for key in sorted(data["cells"]):
+        c = data["cells"][key]
+        m, cmd, ok = c.get("measured") or {}, shlex.split(c.get("command", "")), c.get("status") == "ok"
+        default = SCRIPT_LOAD_DTYPE[c["script"]]
+        rows.append(
+            Row(
+                source=name,
+                machine=data.get("machine", name),
+                strategy=c["strategy"],
+                method=c["method"],
+                gpus=1,
+                seq_len=c["seq_len"],
+                micro_batch=c["micro_batch"],
+                ckpt=c["ckpt"],
+                load_dtype=cmd[cmd.index("--load-dtype") + 1] if "--load-dtype" in cmd else default,
+                liger=c["liger"],
+                status=c.get("status", "error"),
+                alloc_gb=m.get("peak_allocated_gb") if ok else None,
+                reserved_gb=m.get("peak_reserved_gb") if ok else None,
+                tps=m.get("tokens_per_s_per_gpu") if ok else None,
+                flex=c["attention"] == "flex",
+                bucket_view=c["script"] == "train.py",
+                script=c["script"],
+                doc_tokens=c["doc_tokens"],
+                role="validation" if key in VALIDATION_KEYS or c["script"] != "train.py" else "fit",
             )
         )
     return rows
@@ -176,7 +241,9 @@ def load_rows(files: dict[str, dict]) -> list[Row]:
     rows: list[Row] = []
     for name, data in files.items():
         machine = str(data.get("machine", name)).split(":")[0]
-        if "cells" in data:
+        if "cells" in data and all("script" in c for c in data["cells"].values()):
+            rows += _sweep_rows(name, data)
+        elif "cells" in data:
             rows += _matrix_rows(name, data)
         elif "measurements" in data:
             rows += _trial_rows(name, data)
