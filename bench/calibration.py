@@ -53,6 +53,7 @@ VALIDATION_KEYS = frozenset(
 SCRIPT_LOAD_DTYPE = {"train.py": "fp32", "custom": "bf16", "trainer": "fp32"}
 """What each bench script loads in when --load-dtype is not given (its library's default, docs/scripts.md)."""
 
+
 @dataclass(frozen=True)
 class Row:
     """One measured configuration."""

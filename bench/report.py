@@ -17,7 +17,7 @@ if str(BENCH.parent) not in sys.path:  # run as a script from anywhere
 
 from bench.calibration import RESULTS_DIR, error_pct, load_files, load_rows, measured_busbw, predict  # noqa: E402
 from bench.recommend import verdicts  # noqa: E402
-from bench.targets import explain, judge  # noqa: E402
+from bench.targets import explain, judge, judge_validation  # noqa: E402
 
 REPORT = BENCH / "REPORT.md"
 IN_SAMPLE = (
@@ -46,6 +46,31 @@ def _table(head: list[str], rows: list[list[str]]) -> list[str]:
 def _plot_label(r) -> str:
     """Matrix rows may repeat the settings of an older measurement: name the run."""
     return f"{r.label} ({r.machine})" if r.from_matrix else r.label
+
+
+VALIDATION_NOTE = (
+    "Rows of the single-GPU sweep (`bench/sweep.py`) named in `bench/calibration.py`'s VALIDATION_KEYS before any "
+    "term was fitted to the sweep, and every row of the scripts people launch (`custom`: a plain Accelerate loop; "
+    "`trainer`: TRL's SFTTrainer), whose terms come from the libraries' sources (docs/scripts.md). Grouped by script."
+)
+
+
+def validation_tables(mem: list, tput: list) -> list[str]:
+    """One table per script: memory and tokens/s of each held-out row beside the prediction."""
+    speed = {r: (e, et) for r, e, et in tput}
+    out = []
+    for script in sorted({r.script for r, *_ in mem} | {r.script for r in speed}):
+        rows = [m for m in mem if m[0].script == script]
+        out += ["", f"### {script}", ""]
+        head = ["row", "alloc measured", "predicted", "error", "reserved measured", "predicted", "error"]
+        body = []
+        for r, e, ea, er in rows:
+            es, et = speed.get(r, (None, None))
+            tps = [_f(r.tps, "{:.0f}"), _f(es.tokens_per_s_per_gpu if es else None, "{:.0f}"), _pct(et)]
+            cells = [_f(r.alloc_gb), _f(e.peak_gb), _pct(ea), _f(r.reserved_gb), _f(e.reserved_gb), _pct(er)]
+            body.append([r.label, *cells, *tps])
+        out += _table([*head, "tokens/s measured", "predicted", "error"], body)
+    return out
 
 
 def bandwidth_curves(files: dict[str, dict]) -> list[tuple[str, dict[str, float]]]:
@@ -82,7 +107,10 @@ def build(files: dict[str, dict]) -> tuple[str, dict]:
         if r.tps is not None:
             tput.append((r, e, error_pct(e.tokens_per_s_per_gpu, r.tps)))
     recs = verdicts(rows, busbw)
+    held_mem, held_tput = [m for m in mem if m[0].role == "validation"], [t for t in tput if t[0].role == "validation"]
+    mem, tput = [m for m in mem if m[0].role == "fit"], [t for t in tput if t[0].role == "fit"]
     results = judge([m for m in mem if not m[0].unmodelled], [t for t in tput if not t[0].unmodelled], recs)
+    held = judge_validation(held_mem, held_tput)
     # The planner's usable memory for the multi-GPU rows (context and NCCL buffers outside the allocator).
     capacity = max((e.capacity_gb for _, e, _, _ in mem), default=0.0)
     md = [
@@ -100,6 +128,11 @@ def build(files: dict[str, dict]) -> tuple[str, dict]:
     if any(r.unmodelled for r, *_ in mem):
         md += ["- Rows labelled compile use a lever the estimator does not model: shown, unscored."]
     md += ["", IN_SAMPLE]
+    md += ["", "## Validation rows (held out: never used to fit any term)", ""]
+    md += [VALIDATION_NOTE, ""]
+    md += _table(["target", "rows", "result", "worst"], [[t.name, str(t.rows), t.result, t.worst] for t in held])
+    md += ["", *(line for t in held if t.result == "missed" for line in explain(t))]
+    md += validation_tables(held_mem, held_tput)
     md += ["", "## Peak memory per GPU (GB)", "", f"![peak memory]({PLOTS['memory']})", ""]
     md += _table(
         [

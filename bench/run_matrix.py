@@ -52,8 +52,8 @@ BENCH_DOC_TOKENS = 54
 # Throughput levers for issue 5's MFU target, on top of the matrix's FSDP2 cells: (gpus, strategy, method, seq, mb,
 # ckpt, variant). Variants: "liger" = Liger kernels (train.py --liger, and the estimator told so); "compile" =
 # accelerate's regional torch.compile of the repeated decoder layers; "flex" = transformers' flex_attention instead of
-# SDPA (packing and Mistral's sliding window make SDPA take a dense mask, which rules out its flash kernel); "qlora"
-# runs need real weights on disk.
+# SDPA (packing and Mistral's sliding window make SDPA take a dense mask, which rules out its flash kernel). QLoRA
+# runs from a random init too: train.py quantises it in memory.
 LEVERS = [
     (2, "fsdp", "full", 4096, 1, False, "liger"),
     (2, "fsdp", "full", 4096, 2, False, "liger"),
@@ -192,22 +192,6 @@ def model_dir(workdir: Path) -> Path:
     return out
 
 
-def weights_dir(workdir: Path, lane: int | None = None) -> Path:
-    """Random Mistral-7B weights saved as a bf16 checkpoint: QLoRA quantises while loading, so it needs a file."""
-    src, out = model_dir(workdir), workdir / "mistral-7b-weights"
-    if not (out / "model.safetensors.index.json").exists():
-        code = (
-            "import sys, torch\nfrom transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer\n"
-            "src, out = sys.argv[1], sys.argv[2]\n"
-            "with torch.device('cuda' if torch.cuda.is_available() else 'cpu'):\n"
-            "    m = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(src), dtype=torch.bfloat16)\n"
-            "m.save_pretrained(out, max_shard_size='5GB'); AutoTokenizer.from_pretrained(src).save_pretrained(out)\n"
-        )
-        env = {**os.environ, **({"CUDA_VISIBLE_DEVICES": str(lane)} if lane is not None else {})}
-        subprocess.run([sys.executable, "-c", code, str(src), str(out)], cwd=REPO, env=env, check=True, timeout=600)
-    return out
-
-
 def train_command(
     cell: dict, plan: dict, cfg: Path, log: Path, model: Path, out: Path, steps: int, extra_train: list[str]
 ) -> list[str]:
@@ -215,10 +199,9 @@ def train_command(
     global_batch = plan["micro_batch"] * plan["num_processes"] * plan["gradient_accumulation_steps"]
     parts = variant_parts(cell)
     launch = [f for part in sorted(parts) for f in LAUNCH_FLAGS.get(part, [])]
-    init = "pretrained" if cell["method"] == "qlora" else "random"
     return [
         sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(cfg), *launch, "train.py",
-        "--model", str(model), "--init", init, "--method", cell["method"],
+        "--model", str(model), "--init", "random", "--method", cell["method"],
         "--seq-len", str(cell["seq_len"]), "--micro-batch", str(cell["micro_batch"]),
         "--global-batch", str(global_batch),
         "--grad-checkpointing" if cell["ckpt"] else "--no-grad-checkpointing",
@@ -251,7 +234,7 @@ def run_cell(
     over = predicted_over(predicted)
     if over is not None and over > SKIP_PREDICTED_OVER:
         return dict(cell, config=plan, predicted=predicted, status="skipped", tail=f"predicted {over:.2f}x the GPU")
-    model = weights_dir(workdir, lane) if cell["method"] == "qlora" else model_dir(workdir)
+    model = model_dir(workdir)  # QLoRA too: train.py quantises the random init in memory (issue 17)
     train = train_command(cell, plan, cfg, log, model, workdir / cell["key"], steps, extra_train)
     env = {**os.environ, **SAFE_ENV, "CUDA_DEVICE_ORDER": "PCI_BUS_ID", "PYTHONUNBUFFERED": "1"}
     if log.exists():
