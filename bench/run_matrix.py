@@ -22,7 +22,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from datetime import date
 from pathlib import Path
@@ -31,12 +30,12 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:  # run as a script (python bench/run_matrix.py) without the package installed
     sys.path.insert(0, str(REPO))
 
+from bench.harness import SAFE_ENV, model_dir, versions  # noqa: E402
+from bench.matrix_runner import DONE, Runner  # noqa: E402
 from generator.catalog import strategies as catalog  # noqa: E402
-from generator.fileio import atomic_write  # noqa: E402
 from generator.plan.policy import tie_rank  # noqa: E402
 from generator.trial.metrics import looks_oom, read_steps  # noqa: E402
 
-SAFE_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 WARMUP_STEPS = 5
 
 # (strategy, method): a full fine-tune under every strategy one machine runs on its GPUs alone (no CPU offload, no HSDP,
@@ -114,31 +113,6 @@ def select(cells: list[dict], patterns: list[str]) -> list[dict]:
     return out
 
 
-def versions() -> dict:
-    out = {}
-    code = (
-        "import json, torch, accelerate, transformers\n"
-        "v = dict(torch=torch.__version__, accelerate=accelerate.__version__, transformers=transformers.__version__,"
-        " cuda=torch.version.cuda, gpu=torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,"
-        " gpu_count=torch.cuda.device_count(),"
-        " nccl='.'.join(map(str, torch.cuda.nccl.version())) if torch.cuda.is_available() else None)\n"
-        "try:\n import deepspeed; v['deepspeed'] = deepspeed.__version__\nexcept Exception: v['deepspeed'] = None\n"
-        "try:\n import peft; v['peft'] = peft.__version__\nexcept Exception: v['peft'] = None\n"
-        "print(json.dumps(v))"
-    )
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    if res.returncode == 0:
-        out.update(json.loads(res.stdout.strip().splitlines()[-1]))
-    smi = subprocess.run(
-        ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
-    out["driver"] = smi.stdout.strip().splitlines()[0] if smi.returncode == 0 and smi.stdout.strip() else None
-    return out
-
-
 def variant_parts(cell: dict) -> set[str]:
     return set(filter(None, cell.get("variant", "").split("-")))
 
@@ -180,16 +154,6 @@ def summarise_log(log: Path) -> dict:
         reserved_per_rank_gb=last.get("max_mem_reserved_gb"),
         losses=[round(r["loss"], 4) for r in steps],
     )
-
-
-def model_dir(workdir: Path) -> Path:
-    """Mistral-7B's config.json plus a locally built tokenizer: what --init random needs with no hub access."""
-    out = workdir / "mistral-7b"
-    if not (out / "config.json").exists():
-        subprocess.run(
-            [sys.executable, "tests/tiny_model.py", "mistral-7b", str(out)], cwd=REPO, check=True, timeout=300
-        )
-    return out
 
 
 def train_command(
@@ -257,12 +221,6 @@ def run_cell(
     return out
 
 
-def save(results: dict, *paths: Path) -> None:
-    text = json.dumps(results, indent=1, sort_keys=True)
-    for path in paths:
-        atomic_write(path, text, force=True)
-
-
 def report_line(row: dict) -> str:
     m, p = row.get("measured", {}), row.get("predicted", {})
     if row["status"] == "skipped":
@@ -271,72 +229,6 @@ def report_line(row: dict) -> str:
         f"  {row['status']}: step {m.get('step_s')} s, {m.get('tokens_per_s_per_gpu')} tok/s/GPU, MFU {m.get('mfu')}, "
         f"peak alloc {m.get('peak_allocated_gb')} GB (predicted {p.get('peak_gb')}), wall {row.get('wall_s')} s"
     )
-
-
-class Runner:
-    """Runs cells under a wall-time budget; 1-GPU cells run side by side, one per GPU ("lanes")."""
-
-    def __init__(self, args, results: dict, paths: list[Path], n_gpus: int, start: float):
-        self.args, self.results, self.paths, self.n, self.start = args, results, paths, n_gpus, start
-        self.lock = threading.Lock()
-        self.durations = [c["wall_s"] for c in results["cells"].values() if "wall_s" in c]
-
-    def fits_budget(self) -> bool:
-        expect = max(self.durations) if self.durations else self.args.cell_estimate_s
-        return time.time() - self.start + expect <= self.args.budget_s
-
-    def one(self, cell: dict, lane: int | None) -> None:
-        print(f"running {cell['key']}" + (f" on GPU {lane}" if lane is not None else "") + " ...", flush=True)
-        a = self.args
-        try:
-            row = run_cell(
-                cell, a.steps, a.workdir, shlex.split(a.extra_plan), shlex.split(a.extra_train), lane, self.n
-            )
-        except (RuntimeError, subprocess.TimeoutExpired, subprocess.CalledProcessError) as exc:
-            row = dict(cell, status="error", tail=str(exc)[-800:])
-        with self.lock:
-            self.results["cells"][cell["key"]] = row
-            if "wall_s" in row:
-                self.durations.append(row["wall_s"])
-            save(self.results, *self.paths)
-            print(f"{cell['key']}:\n{report_line(row)}", flush=True)
-
-    def lanes(self, cells: list[dict]) -> bool:
-        queue = list(cells)
-
-        def worker(lane: int) -> None:
-            while True:
-                with self.lock:
-                    if not queue or not self.fits_budget():
-                        return
-                    cell = queue.pop(0)
-                self.one(cell, lane)
-
-        threads = [threading.Thread(target=worker, args=(lane,)) for lane in range(self.n)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        return not queue
-
-    def run(self, cells: list[dict]) -> None:
-        todo = [c for c in cells if self.results["cells"].get(c["key"], {}).get("status") not in DONE]
-        while todo:
-            if not self.fits_budget():
-                print(f"budget: stopping before {todo[0]['key']} (resume by running again)", flush=True)
-                return
-            if todo[0]["gpus"] == 1 and self.n > 1:  # a run of 1-GPU cells: one per GPU at a time
-                batch = []
-                while todo and todo[0]["gpus"] == 1:
-                    batch.append(todo.pop(0))
-                if not self.lanes(batch):
-                    print("budget: stopping inside the 1-GPU cells (resume by running again)", flush=True)
-                    return
-            else:
-                self.one(todo.pop(0), None)
-
-
-DONE = ("ok", "oom", "skipped")
 
 
 def main() -> int:
@@ -371,7 +263,7 @@ def main() -> int:
         cells = select(cells, args.only.split(","))
     model_dir(args.workdir)  # once, before any lane needs it
     paths = [path] + ([args.also_write] if args.also_write else [])
-    Runner(args, results, paths, n, start).run(cells)
+    Runner(args, results, paths, n, start, run_cell, report_line).run(cells)
     left = [c["key"] for c in cells if results["cells"].get(c["key"], {}).get("status") not in DONE]
     print(f"results: {path} ({len(cells) - len(left)}/{len(cells)} cells done)")
     return 0

@@ -34,7 +34,8 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from bench.run_matrix import BENCH_DOC_TOKENS, SAFE_ENV, model_dir, save, versions  # noqa: E402
+from bench.harness import SAFE_ENV, model_dir, save, versions  # noqa: E402
+from bench.run_matrix import BENCH_DOC_TOKENS  # noqa: E402
 from generator.trial.metrics import looks_oom, read_steps  # noqa: E402
 
 SHORT_DATA = REPO / "recipes" / "data" / "synthetic_instruct.jsonl"

@@ -1,0 +1,56 @@
+"""What both GPU harnesses (run_matrix.py, sweep.py) share: the launch environment, the versions a results file
+records, the offline Mistral-7B directory, and the atomic results write."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from generator.fileio import atomic_write
+
+REPO = Path(__file__).resolve().parent.parent
+SAFE_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+"""Never NVLink multicast on the lent machines (device README): every launched process gets these."""
+
+
+def versions() -> dict:
+    out = {}
+    code = (
+        "import json, torch, accelerate, transformers\n"
+        "v = dict(torch=torch.__version__, accelerate=accelerate.__version__, transformers=transformers.__version__,"
+        " cuda=torch.version.cuda, gpu=torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,"
+        " gpu_count=torch.cuda.device_count(),"
+        " nccl='.'.join(map(str, torch.cuda.nccl.version())) if torch.cuda.is_available() else None)\n"
+        "try:\n import deepspeed; v['deepspeed'] = deepspeed.__version__\nexcept Exception: v['deepspeed'] = None\n"
+        "try:\n import peft; v['peft'] = peft.__version__\nexcept Exception: v['peft'] = None\n"
+        "print(json.dumps(v))"
+    )
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    if res.returncode == 0:
+        out.update(json.loads(res.stdout.strip().splitlines()[-1]))
+    smi = subprocess.run(
+        ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    out["driver"] = smi.stdout.strip().splitlines()[0] if smi.returncode == 0 and smi.stdout.strip() else None
+    return out
+
+
+def model_dir(workdir: Path) -> Path:
+    """Mistral-7B's config.json plus a locally built tokenizer: what --init random needs with no hub access."""
+    out = workdir / "mistral-7b"
+    if not (out / "config.json").exists():
+        subprocess.run(
+            [sys.executable, "tests/tiny_model.py", "mistral-7b", str(out)], cwd=REPO, check=True, timeout=300
+        )
+    return out
+
+
+def save(results: dict, *paths: Path) -> None:
+    text = json.dumps(results, indent=1, sort_keys=True)
+    for path in paths:
+        atomic_write(path, text, force=True)
