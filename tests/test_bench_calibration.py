@@ -15,7 +15,8 @@ from bench.targets import ALLOC_TOL, RESERVED_TOL
 FILES = load_files()
 BUSBW = measured_busbw(FILES)
 # torch.compile rows are shown in the report but not modelled (the generator does not emit compilation).
-MEMORY_ROWS = [r for r in load_rows(FILES) if r.alloc_gb is not None and not r.unmodelled]
+# Fit rows only: the held-out validation rows have their own targets (REPORT.md's validation table, tested below).
+MEMORY_ROWS = [r for r in load_rows(FILES) if r.alloc_gb is not None and not r.unmodelled and r.role == "fit"]
 
 
 def test_committed_results_hold_the_measured_memory_points():

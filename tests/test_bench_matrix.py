@@ -108,7 +108,8 @@ def test_one_gpu_cells_are_pinned_to_their_lane(tmp_path):
     assert plan["gpu_ids"] == [1] and plan["num_processes"] == 1
     cmd = rm.train_command(cell, plan, tmp_path / "c.yaml", tmp_path / "l", tmp_path / "w", tmp_path / "o", 20, [])
     args = _train_module().parse_args(cmd[cmd.index("train.py") + 1 :])
-    assert args.method == "qlora" and args.init == "pretrained" and args.model == str(tmp_path / "w")
+    # QLoRA from a random init: train.py quantises it in memory, so no weights are written to disk first.
+    assert args.method == "qlora" and args.init == "random" and args.model == str(tmp_path / "w")
 
 
 def _only_plans(launched: list):
@@ -141,11 +142,10 @@ def test_runner_puts_one_gpu_cells_side_by_side_and_stops_at_the_budget(tmp_path
             active[0] -= 1
         return dict(cell, status="ok", wall_s=0.2, measured={})
 
-    monkeypatch.setattr(rm, "run_cell", fake_run_cell)
     cells = rm.select(rm.all_cells([1, 2]), ["g1-*-s4096-*", "g2-fsdp-full-s4096-mb1-ckpton"])
     args = argparse.Namespace(steps=1, workdir=tmp_path, extra_plan="", extra_train="", budget_s=60, cell_estimate_s=1)
     results = {"cells": {}}
-    rm.Runner(args, results, [tmp_path / "r.json"], 2, time.time()).run(cells)
+    rm.Runner(args, results, [tmp_path / "r.json"], 2, time.time(), fake_run_cell, rm.report_line).run(cells)
     assert len(seen) == len(cells) and peak[0] == 2
     assert {lane for key, lane in seen if key.startswith("g1-")} == {0, 1}
     assert dict(seen)["g2-fsdp-full-s4096-mb1-ckpton"] is None
@@ -153,7 +153,7 @@ def test_runner_puts_one_gpu_cells_side_by_side_and_stops_at_the_budget(tmp_path
 
     seen.clear()
     args.budget_s, args.cell_estimate_s = 0.5, 0.1  # then 0.2 s per measured cell: stops after a few
-    rm.Runner(args, {"cells": {}}, [tmp_path / "r2.json"], 1, time.time()).run(cells)
+    rm.Runner(args, {"cells": {}}, [tmp_path / "r2.json"], 1, time.time(), fake_run_cell, rm.report_line).run(cells)
     assert 1 <= len(seen) < len(cells)
 
 

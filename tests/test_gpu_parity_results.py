@@ -15,7 +15,14 @@ from pathlib import Path
 import pytest
 
 RESULTS = Path(__file__).resolve().parents[1] / "bench" / "results"
-MATRICES = sorted(p for p in RESULTS.glob("*.json") if "cells" in json.loads(p.read_text()))
+
+
+def _is_matrix(data: dict) -> bool:
+    """bench/run_matrix.py files (the sweep's cells name a script and run one strategy each: no parity groups)."""
+    return "cells" in data and not all("script" in c for c in data["cells"].values())
+
+
+MATRICES = sorted(p for p in RESULTS.glob("*.json") if _is_matrix(json.loads(p.read_text())))
 # Rows a later measurement of the same cells replaces: DeepSpeed in the first matrix ran before train.py rounded
 # --init random weights to the bf16 grid (its masters, built from its bf16 module, then trailed DDP/FSDP2 early on);
 # the bf16init rerun of the same cells is the one compared.
