@@ -37,7 +37,8 @@ def _examples(path: Path) -> list:
             return [json.loads(line) for line in lines]
         data = json.loads(text)
     except json.JSONDecodeError as err:
-        raise UserError(f"--dataset {path}: not valid JSON ({err}); give a .jsonl (one example a line) or .json list") from None
+        why = f"not valid JSON ({err}); give a .jsonl (one example a line) or .json list"
+        raise UserError(f"--dataset {path}: {why}") from None
     if isinstance(data, dict):  # {"train": [...]} or {"data": [...]}
         data = next((v for v in data.values() if isinstance(v, list)), [])
     return data[:MAX_EXAMPLES] if isinstance(data, list) else []
