@@ -158,7 +158,8 @@ def test_train_args_follow_the_plan():
         "--global-batch", "16", "--grad-checkpointing",
     ]  # fmt: skip
     lora = train_args(VARIANTS["lora_ddp"])
-    assert lora[-4:] == ["--method", "lora", "--lora-r", "16"]
+    # a fp32 LoRA base is not train.py's auto (bf16 for LoRA), so the command says so
+    assert lora[-6:] == ["--method", "lora", "--lora-r", "16", "--load-dtype", "fp32"]
     w = replace(VARIANTS["ddp_multi"].workload, grad_checkpointing=False, load_dtype="bf16", liger=True)
     args = train_args(replace(VARIANTS["ddp_multi"], workload=w))
     assert "--no-grad-checkpointing" in args and args[-3:] == ["--load-dtype", "bf16", "--liger"]

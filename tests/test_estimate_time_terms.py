@@ -8,7 +8,6 @@ from generator.estimate import Placement, Workload, estimate
 from generator.estimate.comm import communication
 from generator.estimate.timing import (
     ALLOCATOR_PRESSURE_FRACTION,
-    attention_work_share,
     step_timing,
 )
 from generator.model import load_model
@@ -16,6 +15,8 @@ from generator.model import load_model
 MISTRAL = load_model("mistral-7b")
 ONE = Placement(num_gpus_per_machine=1, gpu_name="NVIDIA H200", gpu_memory_gb=150.75, busbw_gbps=0)
 TWO = Placement(num_gpus_per_machine=2, gpu_name="NVIDIA H200", gpu_memory_gb=150.75, busbw_gbps=339.0)
+PACKED = 54
+"""The matrix's packed documents (bench.run_matrix.BENCH_DOC_TOKENS): SDPA got a dense mask at every length."""
 
 
 def _tps_error(workload: Workload, placement: Placement, strategy: str, measured_s: float) -> float:
@@ -30,7 +31,7 @@ def _tps_error(workload: Workload, placement: Placement, strategy: str, measured
         (ONE, Workload(method="lora", grad_checkpointing=False), 0.470),
         (TWO, Workload(method="lora"), 0.673),
         (TWO, Workload(method="lora", grad_checkpointing=False), 0.480),
-        (TWO, Workload(method="lora", seq_len=1024, micro_batch=4), 0.584),
+        (TWO, Workload(method="lora", seq_len=1024, micro_batch=4, doc_tokens=PACKED), 0.584),
         (ONE, Workload(method="qlora"), 0.778),
     ],
 )
@@ -87,10 +88,10 @@ def test_zero3_overhead_is_per_pass():
 def test_attention_costs_more_per_flop_than_the_gemms():
     """Same tokens, four times the span: the 8 seq-1024 x mb4 vs seq-4096 x mb1 matrix pairs ran 0.07-0.09 s apart,
     1.6x what the attention FLOPs cost at the GEMMs' efficiency. Pinned on FSDP2 (0.607 / 0.699 s with ckpt)."""
-    short = estimate(MISTRAL, Workload(seq_len=1024, micro_batch=4), TWO, "fsdp")
+    short = estimate(MISTRAL, Workload(seq_len=1024, micro_batch=4, doc_tokens=PACKED), TWO, "fsdp")
     long = estimate(MISTRAL, Workload(), TWO, "fsdp")
     assert long.step_s - short.step_s == pytest.approx(0.699 - 0.607, abs=0.01)
-    assert abs(_tps_error(Workload(seq_len=1024, micro_batch=4), TWO, "fsdp", 0.607)) < 0.05
+    assert abs(_tps_error(Workload(seq_len=1024, micro_batch=4, doc_tokens=PACKED), TWO, "fsdp", 0.607)) < 0.05
 
 
 @pytest.mark.parametrize(("micro_batch", "measured_s"), [(1, 0.516), (2, 0.893), (4, 1.725)])
@@ -139,23 +140,15 @@ def test_rows_at_the_card_limit(placement, strategy, workload, measured_s):
 
 
 @pytest.mark.parametrize(
-    ("doc_tokens", "share"),
-    [(None, (128 + 2048) / 4096), (4096, (128 + 2048) / 4096), (100_000, (128 + 2048) / 4096), (54, (128 + 27) / 4096)],
-)
-def test_flex_does_the_tiles_its_documents_reach(doc_tokens, share):
-    assert attention_work_share(Workload(attention="flex", doc_tokens=doc_tokens)) == pytest.approx(share)
-    assert attention_work_share(Workload(doc_tokens=doc_tokens)) == 1.0  # SDPA gets a dense mask under packing
-
-
-@pytest.mark.parametrize(
     ("strategy", "micro_batch", "measured_s"),
     [("fsdp", 1, 0.4394), ("fsdp", 2, 0.7183), ("fsdp", 4, 1.3187), ("fsdp_grad_op", 2, 0.6938)],
 )
 def test_flex_rows_are_predicted_conservatively_within_the_target(strategy, micro_batch, measured_s):
     """bench/results/h200-x2-2026-11-30-bf16init.json: Liger + flex_attention, no checkpointing, seq 4096, ~54-token
-    documents. The attention rate on the computed tiles is assumed, not fitted: predictions land a little slow."""
+    documents: attention is a few % of these steps, so they barely test the flex rate (fitted on the sweep); they
+    land a little slow."""
     w = Workload(grad_checkpointing=False, micro_batch=micro_batch, liger=True, attention="flex", doc_tokens=54)
     error = _tps_error(w, TWO, strategy, measured_s)
     assert -0.10 < error < 0.0
     sdpa = estimate(MISTRAL, Workload(grad_checkpointing=False, micro_batch=micro_batch, liger=True), TWO, strategy)
-    assert estimate(MISTRAL, w, TWO, strategy).peak_gb == sdpa.peak_gb  # memory kept at SDPA's (measured above it)
+    assert estimate(MISTRAL, w, TWO, strategy).peak_gb < sdpa.peak_gb  # no dense mask (measured below SDPA)

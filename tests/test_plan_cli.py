@@ -125,7 +125,7 @@ def test_bad_flags_fail_with_one_line(flag, value, capsys):
 
 
 def test_flex_attention_reaches_the_launch_command_and_pays_more_the_shorter_the_documents(capsys):
-    sdpa = run_json(capsys, "--num-gpus", "2", "--global-batch", "8")
+    sdpa = run_json(capsys, "--num-gpus", "2", "--global-batch", "8", "--attention", "sdpa")
     long_docs = run_json(capsys, "--num-gpus", "2", "--global-batch", "8", "--attention", "flex")
     short = run_json(capsys, "--num-gpus", "2", "--global-batch", "8", "--attention", "flex", "--doc-tokens", "200")
     assert "--attn-implementation flex_attention" in long_docs["launch_command"]

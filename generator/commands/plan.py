@@ -4,7 +4,9 @@ with --output write the Accelerate config (never over an existing file without -
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
+from dataclasses import replace
 
 from generator.catalog.strategies import NAMES as STRATEGY_NAMES
 from generator.errors import UserError
@@ -30,17 +32,32 @@ def register(subparsers, verb: str, help_text: str) -> argparse.ArgumentParser:
     w.add_argument(
         "--grad-checkpointing", choices=("auto", "on", "off"), default="auto", help="Default: off if it fits."
     )
-    w.add_argument("--load-dtype", choices=("fp32", "bf16"), default="fp32", help="dtype the weights load in.")
+    w.add_argument(
+        "--load-dtype",
+        choices=("auto", "fp32", "bf16"),
+        default="auto",
+        help="dtype the weights load in (default auto, as train.py: fp32 for full, bf16 for lora/qlora).",
+    )
     w.add_argument("--optimizer", choices=("adamw", "adamw8bit"), default="adamw")
     w.add_argument("--lora-r", type=int, default=16, help="LoRA rank for --method lora/qlora (default 16).")
-    w.add_argument("--liger", action="store_true", help="Liger fused kernels (no full logits tensor).")
+    # --- kernels (issue 17) ---
+    w.add_argument(
+        "--liger",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="Liger fused kernels (default: chosen by the plan where liger_kernel is installed).",
+    )
     w.add_argument(
         "--attention",
-        choices=("sdpa", "flex"),
-        default="sdpa",
-        help="Attention kernel: flex skips what packing masks out (GPU; faster the shorter the documents).",
+        choices=("auto", "sdpa", "flex"),
+        default="auto",
+        help="Attention kernel (default auto: the faster predicted); flex skips what packing and the window mask out.",
     )
-    w.add_argument("--doc-tokens", type=int, help="Mean tokens per packed document, for --attention flex.")
+    # --dataset (add_trial_args: the trial's data) also sets --doc-tokens from its examples (bytes/4, approximate).
+    w.add_argument(
+        "--doc-tokens", type=int, help="Mean tokens per document (default: --dataset's, else they fill each sequence)."
+    )
+    # --- end kernels ---
     c = p.add_argument_group("choice")
     c.add_argument("--num-gpus", type=int, help="GPUs per machine (default: as many as help).")
     c.add_argument("--strategy", choices=STRATEGY_CHOICES, default="auto", help="Force a strategy (default auto).")
@@ -88,6 +105,8 @@ def run(args) -> int:
 
     topology = topology_from_args(args)
     model, request = load_model(args.model), request_from_args(args)
+    # Where the job runs is where `plan` runs (its topology is this machine's): Liger is a choice only if importable.
+    request = replace(request, liger_installed=importlib.util.find_spec("liger_kernel") is not None)
     if args.trial:
         return trial.run_trial(args, topology, model, request, bandwidth, args.output or DEFAULT_CONFIG)
     engines = trial.calibrated(args, default_engines())

@@ -5,6 +5,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Mapping, Sequence
 
+from generator.estimate.types import DEFAULT_LOAD_DTYPE
 from generator.model.presets import PRESET_HUB_IDS
 from generator.plan.types import Plan
 
@@ -24,7 +25,7 @@ def train_args(plan: Plan) -> list[str]:
     ]  # fmt: skip
     if w.method != "full":
         args += ["--method", w.method, "--lora-r", str(w.lora_r)]
-    if w.load_dtype != "fp32":
+    if w.load_dtype != DEFAULT_LOAD_DTYPE[w.method]:  # train.py's --load-dtype auto resolves per method
         args += ["--load-dtype", w.load_dtype]
     if w.liger:
         args.append("--liger")

@@ -12,11 +12,14 @@ The loss: while it is computed, the bf16 logits, their fp32 upcast (`logits.floa
 log-softmax the cross-entropy keeps; through backward, the logits Accelerate returns (fp32 after
 convert_outputs_to_fp32; bf16 under DeepSpeed), and at its start the log-softmax with its two fp32 gradients.
 Liger's fused linear cross-entropy materialises none of it.
+Attention masks (attention.mask_bytes): dense SDPA's bool mask is held from the forward through backward, and each
+attention call's bf16 bias lives with that layer's saved tensors (one layer under checkpointing, all without).
 """
 
 from __future__ import annotations
 
 from generator.catalog import strategies as catalog
+from generator.estimate.attention import mask_bytes
 from generator.estimate.types import Workload
 from generator.model.types import ModelSpec
 
@@ -82,21 +85,23 @@ def activation_terms(model: ModelSpec, workload: Workload, strategy: str) -> dic
         layer_casts = 2.0 * model.params_per_layer
         if workload.method == "full" or not workload.grad_checkpointing:
             all_casts = 2.0 * (model.params_total - model.params_embedding)
+    mask, layer_mask = mask_bytes(model, workload)
     if workload.grad_checkpointing:
-        held = {"checkpoints": layers * r * h * tokens}
-        working = {"layer_recompute": per_layer, "backward_transient": transient}
+        held = {"checkpoints": layers * r * h * tokens, "attention_mask": mask}
+        working = {"layer_recompute": per_layer, "backward_transient": transient, "attention_bias": layer_mask}
         bwd = {"checkpoints": r * h * tokens, **working}
         start_casts = layer_casts + lm_head_cast
     else:
-        held = {"activations": layers * per_layer}
+        held = {"activations": layers * per_layer, "attention_mask": mask, "attention_bias": layers * layer_mask}
         working = {"backward_transient": transient}
-        bwd = {"activations": per_layer, **working}
+        bwd = {"activations": per_layer, **working, "attention_bias": layer_mask}
         start_casts = all_casts or layer_casts
     fwd = {**held, "logits_and_loss": loss_fwd}
     # Backward starts with the loss's own backward, then recomputes the last layer: whichever needs more is the peak.
     start = {**held, **(working if sum(working.values()) >= loss_bwd else {"loss_backward": loss_bwd})}
     start["logits_kept"] = kept
     bwd["logits_kept"] = kept
+    bwd["attention_mask"] = mask
     for terms, casts in ((fwd, all_casts), (start, start_casts), (bwd, layer_casts)):
         if casts:
             terms["autocast_weight_copies"] = casts

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from generator.catalog import strategies as catalog
-from generator.estimate.activations import activation_terms
+from generator.estimate.activations import LOSS_BACKWARD_BYTES, activation_terms
 from generator.estimate.comm import communication
 from generator.estimate.hardware import gpu_known
 from generator.estimate.states import PHASES, cpu_bytes_per_machine, model_states
@@ -21,14 +21,25 @@ from generator.model.types import ModelSpec
 #   FSDP2 1.239, FSDP2 without reshard 1.197-1.199 (all activations freed in one backward leave fewer holes than the
 #   checkpointed case's per-layer regathers), ZeRO-1 1.306, ZeRO-3 1.108; QLoRA on one GPU with checkpointing 1.210
 #   (loading quantises weight by weight and leaves the pool with holes; about 2 GB on a 10 GB job).
+# ZeRO-1/2 without checkpointing: 0.25 splits the matrix's ZeRO-1 (1.303) and ZeRO-2 (1.204) rows (-4% / +4%) once
+#   dense SDPA's per-layer mask bias (1.1 GB at seq 4096) is counted in the allocated peak.
 FRAGMENTATION = {
     "qlora": (0.21, 0.29),
     "ddp": (0.03, 0.11),
     "fsdp": (0.075, 0.235),
     "fsdp_grad_op": (0.285, 0.20),
-    "zero12": (0.25, 0.33),
+    "zero12": (0.25, 0.25),
     "zero3": (0.15, 0.11),
 }
+# Reserved memory beyond the allocated bytes at the loss, per GB of the loss's transient tensors (the logits' fp32
+# upcast, log-softmax and its gradients: activations.LOSS_BACKWARD_BYTES per token per vocabulary entry): freed
+# blocks that large stay cached and only partly serve the smaller requests that follow, so reserved follows the
+# sequence length where the peak is at the loss (LoRA/QLoRA). reserved = the larger of the fragmentation factor above
+# on the peak and this term over the allocation at the start of backward. Fitted on the sweep's fit rows (1x H200,
+# bf16-loaded LoRA/QLoRA with checkpointing, s8192-s32768) and the matrix's fp32 LoRA s4096 rows: DDP 0.75
+# (measured 0.57-0.88 on DDP/single-GPU rows); FSDP2 2.65 from its one long-sequence row (LoRA s16384, 46.6 GB
+# reserved on 29.3 allocated: FSDP2's all-gather stream keeps a pool of its own). DeepSpeed: DDP's value, assumed.
+LOSS_RESERVE = {"ddp": 0.75, "fsdp": 2.65, "deepspeed": 0.75}
 # Outside the allocator entirely (max_memory_allocated never sees them), but they take GPU memory:
 CUDA_CONTEXT_GB = 0.6  # CUDA context + cuBLAS/cuDNN workspaces with lazy module loading (predicted)
 NCCL_BUFFERS_GB = 0.5  # NCCL channel buffers per process in a multi-GPU job (predicted)
@@ -72,12 +83,24 @@ def applicable(strategy: str, workload: Workload, placement: Placement) -> str |
     return None
 
 
-def _memory(model: ModelSpec, workload: Workload, placement: Placement, strategy: str) -> tuple[str, dict]:
+def _memory(model: ModelSpec, workload: Workload, placement: Placement, strategy: str) -> tuple[str, dict, float]:
+    """(peak phase, its breakdown in GB, GB allocated at the start of backward: the loss's phase)."""
     states = model_states(model, workload, placement, strategy)
     acts = activation_terms(model, workload, strategy)
     phases = {ph: {**states[ph], **acts[ph]} for ph in PHASES}
     worst = max(PHASES, key=lambda ph: sum(phases[ph].values()))
-    return worst, {k: v / 1e9 for k, v in phases[worst].items() if v > 0}
+    return worst, {k: v / 1e9 for k, v in phases[worst].items() if v > 0}, sum(phases["backward_start"].values()) / 1e9
+
+
+def reserved_gb(model: ModelSpec, workload: Workload, strategy: str, peak_gb: float, loss_phase_gb: float) -> float:
+    """Predicted max_memory_reserved: fragmentation on the peak, or the loss's cached blocks (LOSS_RESERVE)."""
+    with_ckpt, without = FRAGMENTATION[_fragmentation_family(strategy, workload.method)]
+    fragmented = peak_gb * (1 + (with_ckpt if workload.grad_checkpointing else without))
+    loss_gb = (
+        0.0 if workload.liger else LOSS_BACKWARD_BYTES * model.vocab_size * workload.seq_len * workload.micro_batch
+    )
+    framework = catalog.strategy(strategy).framework
+    return max(fragmented, loss_phase_gb + LOSS_RESERVE[framework] * loss_gb / 1e9)
 
 
 def _notes(model: ModelSpec, workload: Workload, placement: Placement, strategy: str, phase: str) -> list[str]:
@@ -108,10 +131,9 @@ def estimate(
     model: ModelSpec, workload: Workload, placement: Placement, strategy: str, headroom: float = 0.10
 ) -> Estimate:
     """Memory, communication and time of `strategy` for this model/workload/placement (all predicted)."""
-    phase, breakdown = _memory(model, workload, placement, strategy)
+    phase, breakdown, loss_phase = _memory(model, workload, placement, strategy)
     peak = sum(breakdown.values())
-    with_ckpt, without = FRAGMENTATION[_fragmentation_family(strategy, workload.method)]
-    reserved = peak * (1 + (with_ckpt if workload.grad_checkpointing else without))
+    reserved = reserved_gb(model, workload, strategy, peak, loss_phase)
     outside = CUDA_CONTEXT_GB + (NCCL_BUFFERS_GB if placement.num_gpus > 1 else 0.0)
     capacity = placement.gpu_memory_gb * (1 - headroom) - outside
     comm = communication(model, workload, placement, strategy)

@@ -16,11 +16,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from generator.catalog import strategies as catalog
+from generator.estimate.attention import attention_flops_per_token, kernel_path
 from generator.estimate.comm import Comm
 from generator.estimate.hardware import gpu_rates
 from generator.estimate.states import load_bytes, lora_params, qlora_unquantised_params, shard_count, trainable_params
 from generator.estimate.types import Placement, Workload
-from generator.model.sizing import attention_flops_per_token, flops_per_token
+from generator.model.sizing import flops_per_token
 from generator.model.types import ModelSpec
 
 # Fraction of the dense bf16 peak the decoder's GEMMs (6N per token, 8N with recompute) sustain, memory-bound
@@ -28,18 +29,22 @@ from generator.model.types import ModelSpec
 # full checkpointing, fused AdamW, SDPA, measured 0.607 s/step (shared/topo/README.md), with the attention share below
 # taken out. Used for every GPU model.
 MATMUL_EFFICIENCY = 0.514
-# Fraction of the dense bf16 peak SDPA's attention kernels sustain on 12*L*h*s FLOPs per token (causal masking not
-# halved, as in the MFU convention). Lower than the GEMMs': FlashAttention-2-class kernels reach a smaller share of
-# the tensor peak, and the causal half they skip is still counted. Fitted to the 8 pairs of 2x H200 matrix rows that
-# differ only in seq 4096 x mb1 vs seq 1024 x mb4 (same tokens; ddp/fsdp/fsdp_grad_op/zero1/zero2/LoRA, with and
-# without checkpointing): every pair gives 0.28-0.30. Without it seq-1024 rows were predicted 3-9% too slow.
-ATTENTION_EFFICIENCY = 0.29
+# Fraction of the dense bf16 peak each attention path sustains on the FLOPs it really computes
+# (attention.attention_flops_per_token: every score for dense SDPA, the kept tiles for flex).
+# sdpa_dense: fitted to the 8 pairs of 2x H200 matrix rows that differ only in seq 4096 x mb1 vs seq 1024 x mb4 (same
+#   tokens; ddp/fsdp/fsdp_grad_op/zero1/zero2/LoRA, with and without checkpointing; packed data, so a dense mask):
+#   every pair gives 0.28-0.30; the sweep's fit rows at longer sequences agree (1x H200, one document per sequence,
+#   window 4096 < s: full s8192 0.26, LoRA s16384 0.30), so the rate does not fall with s: the s^2 work does it.
+# flex: fitted (minimax on tokens/s) to the sweep's flex fit rows whose attention is a real share of the step (one
+#   document per sequence: LoRA s16384, QLoRA s16384, FSDP2 LoRA s16384) with the short-document flex rows
+#   (s4096-32768, attention a few % of the step) kept within their targets.
+# sdpa_causal (flash kernel, no mask): no fit row runs it (every fit row is packed or cut by the window); assumed to
+#   sustain flex's rate, both being tiled kernels that skip the masked tiles. eager: assumed dense SDPA's rate.
+FLEX_EFF = 0.6
+ATTENTION_EFFICIENCY = {"sdpa_dense": 0.29, "flex": FLEX_EFF, "sdpa_causal": FLEX_EFF, "eager": 0.29}
 # Fraction of HBM bandwidth a streaming elementwise pass (fused AdamW, dtype casts) reaches. Assumed, not measured;
 # with it the fp32-loaded point of the same run is predicted at 0.667 s against 0.684 s measured.
 HBM_EFFICIENCY = 0.8
-# flex_attention's tile (transformers' block mask: 128 x 128). A query tile computes every key tile its documents
-# reach: its own plus, on average, half a document of earlier keys; the rest of the s x s square is skipped.
-FLEX_BLOCK_TOKENS = 128
 # Share of the compute window that overlappable communication actually hides, per strategy family. Fitted to 0 for
 # both on 2x H200 (NVLink, busbw 338 GB/s) under plain Accelerate, eager mode (tests/test_estimate_gpu.py and issue 5):
 # DDP bf16 ran 0.662 s/step against 0.611 s on one GPU, i.e. the 43 ms all-reduce fully exposed; FSDP2 ran
@@ -133,23 +138,11 @@ def _compute_s(model: ModelSpec, workload: Workload, peak_flops: float) -> float
     # Forward 2N per token; backward 4N (input and weight gradients), only 2N when the weights are frozen.
     backward = 4.0 if workload.method == "full" else 2.0
     matmul = (2.0 * fwd + backward) * model.matmul_params_active
-    # Attention has no weights: its backward is 2x its forward whatever is frozen (12*L*h*s = forward 4 + backward 8).
-    attn = attention_flops_per_token(model, workload.seq_len) * (fwd + 2) / 3 * attention_work_share(workload)
-    seconds = tokens * (matmul / MATMUL_EFFICIENCY + attn / ATTENTION_EFFICIENCY) / peak_flops
+    # Attention has no weights: its backward is 2x its forward whatever is frozen (forward 4 + backward 8 per key).
+    attn = attention_flops_per_token(model, workload) * (fwd + 2) / 3
+    efficiency = ATTENTION_EFFICIENCY[kernel_path(model, workload)]
+    seconds = tokens * (matmul / MATMUL_EFFICIENCY + attn / efficiency) / peak_flops
     return seconds * (1 - LIGER_COMPUTE_SAVING) if workload.liger else seconds
-
-
-def attention_work_share(workload: Workload) -> float:
-    """Share of the dense s x s attention work the kernel does. SDPA is handed a dense mask under packing and does it
-    all (causal or not). flex_attention skips whole empty tiles of the block-diagonal causal mask; at the same
-    ATTENTION_EFFICIENCY on the tiles it computes (assumed: the flex rows measured so far, ~54-token documents, leave
-    attention too small to fit a rate), the 4 flex rows on 2x H200 (FSDP2 micro-batch 1/2/4, no-reshard micro-batch 2,
-    Liger, no checkpointing) are predicted 2-8% slower than measured (bench/results/h200-x2-2026-11-30-bf16init.json).
-    Peak memory is left as SDPA's: flex measured 2.7 GB per sequence below it there, a margin the plan keeps."""
-    if workload.attention != "flex":
-        return 1.0
-    doc = min(workload.doc_tokens or workload.seq_len, workload.seq_len)
-    return min(1.0, (FLEX_BLOCK_TOKENS + doc / 2) / workload.seq_len)
 
 
 def _update_bytes(model: ModelSpec, workload: Workload, placement: Placement, strategy: str) -> float:

@@ -14,6 +14,9 @@ METHODS: tuple[str, ...] = get_args(Method)
 LoadDtype = Literal["fp32", "bf16"]
 """dtype the weights are loaded in (train.py --load-dtype)."""
 LOAD_DTYPES: tuple[str, ...] = get_args(LoadDtype)
+DEFAULT_LOAD_DTYPE: dict[str, str] = {"full": "fp32", "lora": "bf16", "qlora": "bf16"}
+"""What train.py's --load-dtype auto resolves to per method (training/args.py holds the same table): fp32 masters for
+full fine-tuning, a bf16 frozen base under fp32 adapters."""
 
 
 @dataclass(frozen=True)
@@ -37,11 +40,10 @@ class Workload:
     liger: bool = False
     """Liger fused kernels (fused linear cross-entropy: no full logits tensor)."""
     attention: str = "sdpa"
-    """sdpa | flex: train.py's --attn-implementation. Under packing SDPA gets a dense mask and does all s x s of the
-    attention work; flex_attention skips the blocks the block-diagonal causal mask leaves empty."""
+    """sdpa | flex | eager: train.py's --attn-implementation (generator.estimate.attention says what each computes)."""
     doc_tokens: int | None = None
-    """Mean tokens per packed document (flex only: how much attention work it skips); None = the sequence length,
-    documents filling every sequence."""
+    """Mean tokens per packed document, for every kernel (packing hands SDPA a dense mask; flex skips the empty
+    tiles); None = documents fill every sequence (no packing: flex's least favourable case)."""
     grad_as_bucket_view: bool = True
     """DDP `gradient_as_bucket_view`: train.py turns it on (the gradients are views into the Reducer's buckets, which
     live for the whole run); Accelerate's own default is False (the Reducer keeps a second gradient copy)."""

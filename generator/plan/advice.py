@@ -39,7 +39,7 @@ def nothing_fits(model, request, options: list[Option], rows: list[Row], engines
         tries.append(("--method qlora", replace(wl, method="qlora"), p, allowed))
     if not request.allow_offload and request.strategy == "auto":
         tries.append(("--allow-offload", wl, p, OFFLOAD))
-    if request.load_dtype == "fp32":
+    if wl.load_dtype == "fp32":
         tries.append(("--load-dtype bf16", replace(wl, load_dtype="bf16"), p, allowed))
     seq = request.seq_len // 2
     while seq >= MIN_SEQ_LEN:

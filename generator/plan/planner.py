@@ -7,18 +7,21 @@ enumerates and chooses. The rules, in order:
    within GPU_COUNT_TOLERANCE of the best over all counts. Extra GPUs that buy less than that stay free for others.
 3. Among the chosen count, the highest predicted throughput wins. Options within TIE_TOLERANCE of it (below the
    estimator's accuracy) are broken first by strategy (tie_rank: DDP, then FSDP2, then DeepSpeed, then the one that
-   needs less memory), then for that strategy by checkpointing off and the largest micro-batch (powers of two up to
-   8) that fits.
+   needs less memory), then for that strategy by checkpointing off, the fewest extra kernels (SDPA, no Liger) and
+   the largest micro-batch (powers of two up to 8) that fits.
+Attention kernel (sdpa / flex) and Liger are options like micro-batch: every pair the request leaves open is
+estimated (generator.plan.kernels), Liger only where it is importable.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
+from itertools import product
 
 from generator.catalog import strategies as catalog
 from generator.errors import UserError
 from generator.estimate.hardware import unknown_gpu_warning
-from generator.estimate.types import STRATEGIES, Placement, Workload
+from generator.estimate.types import DEFAULT_LOAD_DTYPE, STRATEGIES, Placement, Workload
 from generator.model.types import ModelSpec
 from generator.plan import advice, reasons
 from generator.plan.bandwidth_file import MeasuredBandwidth
@@ -26,6 +29,7 @@ from generator.plan.batch import batch_options
 from generator.plan.candidates import free_gpus, gpu_choices, placement_for
 from generator.plan.engines import Engines, default_engines
 from generator.plan.fabrics import inter_node_gbps
+from generator.plan.kernels import kernel_options, kernel_reasons, liger_gain_reason
 from generator.plan.policy import GPU_COUNT_TOLERANCE, allowed_strategies, pick
 from generator.plan.request_check import check_request
 from generator.plan.rows import Option, Row
@@ -63,12 +67,24 @@ def make_plan(
         more = _all_free(topology, request, engines, bandwidth, inter)
         raise UserError(advice.nothing_fits(model, request, options, rows, engines, more_gpus=more))
     why = reasons.explain(request, chosen, fitting, rows, inter_reason, GPU_COUNT_TOLERANCE)
+    why += kernel_reasons(request, chosen, rows) + _liger_gain(model, request, chosen, engines)
     if request.strategy != "auto":
         auto = allowed_strategies(replace(request, strategy="auto"))
         auto_fit = [Row(o, e) for o in options for e in o.estimates if e.fits and e.strategy in auto]
         why += reasons.versus_auto(chosen, pick(auto_fit) if auto_fit else None)
     warnings = plan_warnings(topology, model, request, chosen, forced, inter_warning)
     return build_plan(topology, model, request, chosen, forced, why, warnings)
+
+
+def _liger_gain(model: ModelSpec, request: PlanRequest, chosen: Row, engines: Engines) -> list[str]:
+    """Where Liger is left to the planner but not importable here: what installing it is predicted to gain."""
+    if request.liger is not None or request.liger_installed:
+        return []
+    o = chosen.option
+    fused = engines.estimate_all(
+        model, replace(o.workload, liger=True), o.placement, (chosen.estimate.strategy,), request.headroom
+    )
+    return [liger_gain_reason(chosen.estimate.tokens_per_s_per_gpu, fused[0].tokens_per_s_per_gpu)] if fused else []
 
 
 def ranked_candidates(
@@ -105,7 +121,7 @@ def ranked_candidates(
 def plan_key(plan: Plan) -> tuple:
     """What makes two candidates different runs (the trial never runs the same configuration twice)."""
     w = plan.workload
-    return (plan.strategy, plan.gpu_ids, w.micro_batch, w.grad_accum, w.grad_checkpointing)
+    return (plan.strategy, plan.gpu_ids, w.micro_batch, w.grad_accum, w.grad_checkpointing, w.attention, w.liger)
 
 
 def plan_warnings(topology, model, request, chosen: Row, forced: bool, inter_warning: str | None) -> list[str]:
@@ -131,6 +147,11 @@ def _all_free(topology, request, engines, bandwidth, inter) -> Placement | None:
     return placement_for(choice, topology, request, inter)
 
 
+def load_dtype(request: PlanRequest) -> str:
+    """--load-dtype, with auto resolved per method as train.py resolves it."""
+    return DEFAULT_LOAD_DTYPE[request.method] if request.load_dtype == "auto" else request.load_dtype
+
+
 def evaluate(topology, model, request, choices, inter, engines: Engines) -> tuple[list[Option], list[str]]:
     """Estimate every strategy for every GPU choice and batch option; also say which GPU counts could not split."""
     options, problems = [], []
@@ -139,7 +160,7 @@ def evaluate(topology, model, request, choices, inter, engines: Engines) -> tupl
         batches, why = batch_options(request, placement.num_gpus)
         if why:
             problems.append(why)
-        for batch in batches:
+        for batch, (attention, liger) in product(batches, kernel_options(request)):
             workload = Workload(
                 method=request.method,
                 seq_len=request.seq_len,
@@ -147,10 +168,10 @@ def evaluate(topology, model, request, choices, inter, engines: Engines) -> tupl
                 grad_accum=batch.grad_accum,
                 grad_checkpointing=batch.grad_checkpointing,
                 optimizer=request.optimizer,
-                load_dtype=request.load_dtype,
+                load_dtype=load_dtype(request),
                 lora_r=request.lora_r,
-                liger=request.liger,
-                attention=request.attention,
+                liger=liger,
+                attention=attention,
                 doc_tokens=request.doc_tokens,
             )
             skip = [(s, engines.applicable(s, workload, placement)) for s in STRATEGIES]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from generator.catalog import strategies as catalog
 from generator.estimate.types import STRATEGIES
+from generator.plan.kernels import kernel_rank
 from generator.plan.rows import Row
 from generator.plan.types import PlanRequest
 
@@ -40,7 +41,13 @@ def pick(fitting: list[Row]) -> Row:
     strategy = min(least_memory, key=lambda s: (tie_rank(s), least_memory[s]))
     own = [r for r in near if r.estimate.strategy == strategy]
     return min(
-        own, key=lambda r: (r.option.batch.grad_checkpointing, -r.option.batch.micro_batch, r.estimate.reserved_gb)
+        own,
+        key=lambda r: (
+            r.option.batch.grad_checkpointing,
+            kernel_rank(r),
+            -r.option.batch.micro_batch,
+            r.estimate.reserved_gb,
+        ),
     )
 
 

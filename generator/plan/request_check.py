@@ -13,9 +13,9 @@ def check_request(request: PlanRequest) -> None:
     _one_of("--method", r.method, METHODS)
     _one_of("--strategy", r.strategy, ("auto", *STRATEGIES))
     _one_of("--grad-checkpointing", r.grad_checkpointing, ("auto", "on", "off"))
-    _one_of("--load-dtype", r.load_dtype, LOAD_DTYPES)
+    _one_of("--load-dtype", r.load_dtype, ("auto", *LOAD_DTYPES))
     _one_of("--optimizer", r.optimizer, ("adamw", "adamw8bit"))
-    _one_of("--attention", r.attention, ("sdpa", "flex"))
+    _one_of("--attention", r.attention, ("auto", "sdpa", "flex"))
     if r.fabric is not None:
         _one_of("--fabric", r.fabric, tuple(FABRICS))
     for flag, value in (

@@ -27,14 +27,20 @@ class PlanRequest:
     allow_offload: bool = False
     headroom: float = 0.10
     """Fraction of GPU memory kept free."""
-    load_dtype: str = "fp32"
+    load_dtype: str = "auto"
+    """auto (train.py's default for the method: generator.estimate.types.DEFAULT_LOAD_DTYPE) | fp32 | bf16."""
     optimizer: str = "adamw"
     lora_r: int = 16
-    liger: bool = False
-    attention: str = "sdpa"
-    """sdpa | flex (train.py --attn-implementation flex_attention)."""
+    # --- kernels (issue 17) ---
+    liger: bool | None = None
+    """None: the planner chooses (only when liger_installed); True/False: --liger / --no-liger."""
+    liger_installed: bool = False
+    """liger_kernel is importable where the job runs (the CLI checks with importlib.util.find_spec)."""
+    attention: str = "auto"
+    """auto (the planner chooses sdpa or flex) | sdpa | flex (train.py --attn-implementation flex_attention)."""
     doc_tokens: int | None = None
-    """Mean tokens per packed document, for --attention flex; None = the sequence length."""
+    """Mean tokens per packed document (all kernels); None = documents fill the sequence (flex's worst case)."""
+    # --- end kernels ---
     num_machines: int = 1
     machine_rank: int = 0
     main_process_ip: str | None = None

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 
 from generator.plan.types import PlanRequest
+from generator.ui.dataset import mean_example_tokens
 
 
 def request_from_args(args: argparse.Namespace) -> PlanRequest:
@@ -24,9 +25,11 @@ def request_from_args(args: argparse.Namespace) -> PlanRequest:
         load_dtype=args.load_dtype,
         optimizer=args.optimizer,
         lora_r=args.lora_r,
+        # --- kernels (issue 17) ---
         liger=args.liger,
         attention=args.attention,
-        doc_tokens=args.doc_tokens,
+        doc_tokens=_doc_tokens(args),
+        # --- end kernels ---
         num_machines=args.num_machines,
         machine_rank=args.machine_rank,
         main_process_ip=args.main_process_ip,
@@ -34,3 +37,10 @@ def request_from_args(args: argparse.Namespace) -> PlanRequest:
         inter_node_gbps=args.inter_node_gbps,
         fabric=args.fabric,
     )
+
+
+def _doc_tokens(args: argparse.Namespace) -> int | None:
+    """--doc-tokens, else the mean example length of --dataset (approximate), else None (documents fill sequences)."""
+    if args.doc_tokens is not None or not getattr(args, "dataset", None):
+        return args.doc_tokens
+    return mean_example_tokens(args.dataset)

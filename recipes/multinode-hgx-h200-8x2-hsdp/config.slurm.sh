@@ -19,7 +19,7 @@ CONFIG=recipes/multinode-hgx-h200-8x2-hsdp/config.yaml
 HOSTS="$(scontrol show hostnames "$SLURM_JOB_NODELIST")"
 MAIN_IP="${HOSTS%%$'\n'*}"
 LAUNCH_FLAGS=(--rdzv_backend static --same_network --enable_cpu_affinity)
-TRAIN_ARGS=(--model mistralai/Mistral-7B-v0.1 --seq-len 4096 --micro-batch 2 --global-batch 64 --no-grad-checkpointing)
+TRAIN_ARGS=(--model mistralai/Mistral-7B-v0.1 --seq-len 4096 --micro-batch 2 --global-batch 64 --no-grad-checkpointing --attn-implementation flex_attention)
 
 srun --nodes=2 --ntasks-per-node=1 \
     bash -c 'trap "" USR1; exec accelerate launch --machine_rank "$SLURM_NODEID" "$@"' accelerate-node \

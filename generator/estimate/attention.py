@@ -1,0 +1,84 @@
+"""What each attention kernel computes and holds: the path transformers 5.x sends a batch down, the keys each query
+really multiplies, and the mask tensors it materialises. Pure; timing.py prices the work, activations.py the memory.
+
+Paths (transformers/masking_utils.py and integrations/sdpa_attention.py, 5.17-5.24):
+- sdpa_dense: SDPA handed a materialised boolean mask [micro-batch, 1, s, s]. transformers builds one whenever
+  packing is detected from the position ids (documents shorter than the sequence) or a sliding window does not
+  cover it (`_ignore_causal_mask_sdpa`: kv_length >= sliding_window). A mask rules out the flash kernel: the
+  memory-efficient kernel computes all s x s scores whatever the mask keeps, and GQA's k/v are repeated per head.
+- sdpa_causal: no mask (one document per sequence, no window cut): `is_causal=True`, the flash kernel, the causal
+  half of the scores.
+- flex: flex_attention over transformers' block mask (128 x 128 tiles): only the tiles the document boundaries and
+  the window leave non-empty are computed.
+- eager: every score materialised (s x s per head) and a float mask.
+"""
+
+from __future__ import annotations
+
+from generator.estimate.types import Workload
+from generator.model.types import ModelSpec
+
+KERNELS = ("sdpa", "flex", "eager")
+"""Workload.attention values (train.py --attn-implementation sdpa | flex_attention | eager)."""
+FLEX_BLOCK_TOKENS = 128
+"""flex_attention's tile (transformers' block mask: 128 x 128)."""
+
+
+def documents(workload: Workload) -> int:
+    """Tokens per document: doc_tokens, or the sequence when None (documents fill each sequence)."""
+    return min(workload.doc_tokens or workload.seq_len, workload.seq_len)
+
+
+def kernel_path(model: ModelSpec, workload: Workload) -> str:
+    """sdpa_dense | sdpa_causal | flex | eager (see the module docstring)."""
+    if workload.attention in ("flex", "eager"):
+        return workload.attention
+    window = model.sliding_window
+    if documents(workload) < workload.seq_len or (window and workload.seq_len >= window):
+        return "sdpa_dense"
+    return "sdpa_causal"
+
+
+def _mean_reach(doc: int, window: int | None) -> float:
+    """Mean keys a query reaches inside its document, under a sliding window: mean over p < doc of min(p, window)."""
+    if not window or doc <= window:
+        return doc / 2
+    return window - window * window / (2 * doc)
+
+
+def keys_per_query(model: ModelSpec, workload: Workload) -> float:
+    """Keys each query multiplies (QK^T and AV), averaged over the sequence, on the chosen kernel's path.
+
+    Dense SDPA and eager compute every score of the s x s square; the flash path the causal half; flex the tiles it
+    keeps: a query tile reaches its documents' earlier keys inside the window plus, on average, one partly masked
+    tile on the diagonal."""
+    s = workload.seq_len
+    path = kernel_path(model, workload)
+    if path in ("sdpa_dense", "eager"):
+        return float(s)
+    reach = _mean_reach(documents(workload), model.sliding_window)
+    if path == "sdpa_causal":
+        return reach
+    return min(float(s), reach + FLEX_BLOCK_TOKENS)
+
+
+def attention_flops_per_token(model: ModelSpec, workload: Workload) -> float:
+    """Hardware FLOPs of QK^T and AV per token, forward (4 per key and query channel) and backward (8): what the kernel
+    computes. The reported MFU keeps the 12*L*h*s convention instead (generator.model.sizing.flops_per_token)."""
+    return 12.0 * model.num_layers * model.num_heads * model.head_dim * keys_per_query(model, workload)
+
+
+def mask_bytes(model: ModelSpec, workload: Workload) -> tuple[float, float]:
+    """(held, per_layer): bytes of the mask built once per forward and kept through backward (every checkpointed
+    layer takes it as an input), and of what each attention call derives from it and saves for its backward.
+
+    Dense SDPA: a bool [mb, 1, s, s] mask; torch converts it per call to an additive bias in the query dtype (bf16)
+    that the memory-efficient kernel's backward reads again. Eager: a bf16 float mask, and per layer the softmax
+    probabilities of every head (bf16) kept for backward. flex and the flash path hold no s x s tensor."""
+    s2 = float(workload.seq_len) ** 2 * workload.micro_batch
+    path = kernel_path(model, workload)
+    if path == "sdpa_dense":
+        return s2, 2.0 * s2
+    if path == "eager":
+        return 2.0 * s2, 2.0 * s2 * model.num_heads
+    return 0.0, 0.0

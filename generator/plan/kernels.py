@@ -1,0 +1,85 @@
+"""Attention kernel and Liger, chosen like micro-batch and checkpointing (issue 17): the options a request leaves
+open, the tie-break among them, and the reasons the plan gives in words."""
+
+from __future__ import annotations
+
+from generator.plan.rows import Row
+from generator.plan.types import PlanRequest
+
+KERNEL_ATTENTION = ("sdpa", "flex")
+"""--attention values the planner chooses among under auto (train.py --attn-implementation sdpa | flex_attention)."""
+
+
+def kernel_options(request: PlanRequest) -> list[tuple[str, bool]]:
+    """(attention, liger) pairs worth estimating. flex needs a GPU and torch >= 2.5, which a plan for GPUs may assume;
+    Liger only where it is importable where the job runs (request.liger_installed)."""
+    attentions = KERNEL_ATTENTION if request.attention == "auto" else (request.attention,)
+    ligers = (request.liger,) if request.liger is not None else (False, True)[: 1 + request.liger_installed]
+    return [(a, lg) for a in attentions for lg in ligers]
+
+
+def kernel_rank(row: Row) -> int:
+    """Tie-break among kernels the estimator cannot tell apart: the fewest extras (SDPA, no Liger) first."""
+    w = row.option.workload
+    return (w.attention != "sdpa") + int(w.liger)
+
+
+def _same_but(row: Row, rows: list[Row], **changes) -> Row | None:
+    """The row with the same GPUs, batch and strategy but other kernels (None when not estimated or not fitting)."""
+    w, o = row.option.workload, row.option
+    for r in rows:
+        rw = r.option.workload
+        same = r.estimate.strategy == row.estimate.strategy and r.option.choice == o.choice
+        same = same and r.option.batch == o.batch
+        kept = all(getattr(rw, k) == getattr(w, k) for k in ("attention", "liger") if k not in changes)
+        if same and kept and all(getattr(rw, k) == v for k, v in changes.items()):
+            return r
+    return None
+
+
+def kernel_reasons(request: PlanRequest, chosen: Row, rows: list[Row]) -> list[str]:
+    w = chosen.option.workload
+    tps = chosen.estimate.tokens_per_s_per_gpu
+    out = []
+    name = "flex_attention" if w.attention == "flex" else "SDPA"
+    if request.attention == "auto":
+        other = _same_but(chosen, rows, attention="sdpa" if w.attention == "flex" else "flex")
+        if other is not None and other.estimate.fits:
+            versus = other.estimate.tokens_per_s_per_gpu
+            why = (
+                "SDPA gets a dense mask here (packed documents, or a sliding window shorter than the sequence) and "
+                "computes every score"
+                if w.attention == "flex"
+                else "no faster on this workload, and SDPA needs nothing beyond PyTorch"
+            )
+            alt = "SDPA" if w.attention == "flex" else "flex_attention"
+            out.append(f"attention: {name}, predicted {tps:,.0f} tokens/s/GPU vs {versus:,.0f} with {alt} ({why})")
+        else:
+            out.append(f"attention: {name} (the other kernel does not fit this configuration)")
+    else:
+        out.append(f"attention: {name} (--attention {request.attention})")
+    if request.doc_tokens is None:
+        out.append(
+            "documents assumed to fill each sequence (flex's least favourable case); --doc-tokens N or "
+            "--dataset FILE refines it"
+        )
+    if request.liger is None and request.liger_installed:
+        other = _same_but(chosen, rows, liger=not w.liger)
+        if other is not None:
+            verb = "on" if w.liger else "off"
+            out.append(
+                f"Liger {verb}: predicted {tps:,.0f} tokens/s/GPU vs {other.estimate.tokens_per_s_per_gpu:,.0f} "
+                f"{'without' if w.liger else 'with'} it"
+            )
+    elif request.liger is not None:
+        out.append(f"Liger {'on' if request.liger else 'off'} (--{'' if request.liger else 'no-'}liger)")
+    return out
+
+
+def liger_gain_reason(chosen_tps: float, with_liger_tps: float) -> str:
+    """What installing Liger is predicted to buy, when it is not importable here."""
+    gain = 100.0 * (with_liger_tps / chosen_tps - 1) if chosen_tps else 0.0
+    return (
+        f"Liger is not installed here: with it (pip install liger-kernel) this configuration is predicted "
+        f"{gain:+.0f}% tokens/s ({with_liger_tps:,.0f}/GPU), and its memory saving may fit a larger micro-batch"
+    )

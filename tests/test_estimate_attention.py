@@ -1,0 +1,95 @@
+"""Attention work by kernel (issue 17): what transformers hands each kernel, the keys it really multiplies, the masks
+it materialises, and the sweep's acceptance rows predicted through bench.calibration."""
+
+import pytest
+
+from bench.calibration import load_files, load_rows, measured_busbw, predict
+from generator.estimate import Placement, Workload, estimate
+from generator.estimate.attention import kernel_path, keys_per_query, mask_bytes
+from generator.estimate.hardware import gpu_rates
+from generator.model import load_model
+from generator.model.sizing import flops_per_token
+
+MISTRAL = load_model("mistral-7b")  # sliding window 4096
+PEAK = gpu_rates("NVIDIA H200").dense_bf16_tflops * 1e12
+ONE = Placement(num_gpus_per_machine=1, gpu_name="NVIDIA H200", gpu_memory_gb=150.75, busbw_gbps=0)
+
+
+@pytest.mark.parametrize(
+    ("attention", "seq", "doc", "path"),
+    [
+        ("sdpa", 2048, None, "sdpa_causal"),  # one document, inside the window: is_causal, flash kernel
+        ("sdpa", 2048, 54, "sdpa_dense"),  # packing: a block-diagonal mask
+        ("sdpa", 8192, None, "sdpa_dense"),  # the window cuts the sequence: a sliding-window mask
+        ("sdpa", 4096, None, "sdpa_dense"),  # transformers skips the mask only while kv_length < window
+        ("flex", 32768, None, "flex"),
+        ("eager", 1024, None, "eager"),
+    ],
+)
+def test_kernel_path_follows_transformers_mask_rules(attention, seq, doc, path):
+    assert kernel_path(MISTRAL, Workload(seq_len=seq, attention=attention, doc_tokens=doc)) == path
+
+
+def test_work_shares_dense_causal_flex():
+    """Dense SDPA does all s keys per query, the flash path half, flex only its documents' keys inside the window."""
+    dense = keys_per_query(MISTRAL, Workload(seq_len=32768))
+    flex_fill = keys_per_query(MISTRAL, Workload(seq_len=32768, attention="flex"))
+    flex_short = keys_per_query(MISTRAL, Workload(seq_len=32768, attention="flex", doc_tokens=54))
+    causal = keys_per_query(MISTRAL, Workload(seq_len=2048))
+    assert dense == 32768
+    assert causal == pytest.approx(1024)
+    # window 4096 over 32768-token documents: 4096 - 4096^2 / (2 x 32768) = 3840 keys, plus the diagonal tile
+    assert flex_fill == pytest.approx(3840 + 128)
+    assert flex_short == pytest.approx(27 + 128)
+
+
+def test_dense_sdpa_is_slower_than_flex_at_long_sequences_but_mfu_keeps_the_convention():
+    sdpa = estimate(MISTRAL, Workload(method="lora", seq_len=32768, load_dtype="bf16"), ONE, "ddp")
+    flex = estimate(MISTRAL, Workload(method="lora", seq_len=32768, load_dtype="bf16", attention="flex"), ONE, "ddp")
+    assert flex.tokens_per_s_per_gpu > 2 * sdpa.tokens_per_s_per_gpu
+    for e in (sdpa, flex):  # MFU on 6N + 12*L*h*s whatever the kernel computes
+        assert e.mfu == pytest.approx(e.tokens_per_s_per_gpu * flops_per_token(MISTRAL, 32768) / PEAK, rel=1e-6)
+
+
+def test_dense_mask_memory():
+    """bool [mb,1,s,s] held; a bf16 bias per attention call; nothing for flex."""
+    held, per_layer = mask_bytes(MISTRAL, Workload(seq_len=32768, micro_batch=2))
+    assert held == 2 * 32768**2 and per_layer == 2 * held
+    assert mask_bytes(MISTRAL, Workload(seq_len=32768, attention="flex")) == (0.0, 0.0)
+    sdpa = estimate(MISTRAL, Workload(method="lora", seq_len=32768, load_dtype="bf16"), ONE, "ddp")
+    flex = estimate(MISTRAL, Workload(method="lora", seq_len=32768, load_dtype="bf16", attention="flex"), ONE, "ddp")
+    assert sdpa.breakdown["attention_mask"] == pytest.approx(32768**2 / 1e9)
+    assert sdpa.peak_gb > flex.peak_gb
+
+
+def test_reserved_follows_the_loss_at_long_sequences():
+    """Reserved beyond allocated grows with the loss's transient tensors (LoRA, peak at the loss)."""
+    slack = [
+        (e.reserved_gb - e.peak_gb)
+        for s in (4096, 16384, 32768)
+        for e in [
+            estimate(MISTRAL, Workload(method="lora", seq_len=s, load_dtype="bf16", attention="flex"), ONE, "ddp")
+        ]
+    ]
+    assert slack[0] < slack[1] < slack[2]
+    assert slack[2] > 8.0
+
+
+ACCEPTANCE = {  # issue 17: LoRA s32768 on one H200, documents filling the sequence; held-out validation rows
+    "flex": ("1x ddp lora flex fill bf16 s32768 mb1 ckpt", 0.10),
+    "sdpa": ("1x ddp lora fill bf16 s32768 mb1 ckpt", 0.10),
+}
+
+
+@pytest.mark.parametrize("kernel", sorted(ACCEPTANCE))
+def test_validation_rows_of_the_acceptance(kernel):
+    """Never fitted on (role validation): tokens/s within 10%, allocated within 5%, reserved within 10%."""
+    label, tol = ACCEPTANCE[kernel]
+    files = load_files()
+    rows = [r for r in load_rows(files) if r.label == label]
+    assert len(rows) == 1 and rows[0].role == "validation"
+    row = rows[0]
+    e = predict(row, measured_busbw(files))
+    assert e.tokens_per_s_per_gpu == pytest.approx(row.tps, rel=tol)
+    assert e.peak_gb == pytest.approx(row.alloc_gb, rel=0.05)
+    assert e.reserved_gb == pytest.approx(row.reserved_gb, rel=0.10)
