@@ -140,6 +140,8 @@ def train(args: argparse.Namespace) -> int:
     model, optimizer, loader, scheduler = accelerator.prepare(model, optimizer, loader, scheduler)
     if whole:  # DeepSpeed now holds only its partitions: hand the whole model's cached blocks back to the driver
         torch.cuda.empty_cache()
+    if use_cuda:  # the logged peaks are training's: QLoRA's in-memory quantisation of a random init peaked above them
+        torch.cuda.reset_peak_memory_stats()
     if resume_from is not None:
         accelerator.load_state(str(resume_from))
 
