@@ -3,6 +3,7 @@ the topology detected on this machine (or None), `_machines` the bundled referen
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 from generator.plan.fabrics import FABRICS
@@ -95,21 +96,22 @@ QUESTIONS: tuple[QuestionSpec, ...] = (
         "select",
         "Kernels?",
         lambda a: [
+            ("The planner's pick: the fastest predicted that fits (flex attention, Liger where installed)", "auto"),
             ("Standard: SDPA attention, nothing extra to install", "sdpa"),
             ("Liger kernels (pip install liger-kernel): less memory, so larger micro-batches fit", "liger"),
-            ("Liger + flex attention: fastest measured on 2x H200 (GPU; more so for short documents)", "liger-flex"),
+            ("Liger + flex attention", "liger-flex"),
             ("Flex attention only", "flex"),
         ],
-        default="sdpa",
+        default="auto",
     ),
     QuestionSpec(
         "doc_tokens",
         "text",
-        "Mean tokens per training example, for flex attention (auto = examples fill each sequence):",
+        "Mean tokens per training example, for the attention kernel (auto = examples fill each sequence):",
         default="auto",
         validate=auto_or_positive_int,
         parse=auto_int,
-        when=lambda a: "flex" in a["kernels"],
+        when=lambda a: a["kernels"] in ("auto", "flex", "liger-flex"),
     ),  # fmt: skip
     QuestionSpec("num_machines", "text", "Number of machines:", default="1", validate=positive_int, parse=int),
     QuestionSpec(
@@ -163,6 +165,14 @@ QUESTIONS: tuple[QuestionSpec, ...] = (
 )
 
 
+def kernel_fields(kernels: str) -> dict:
+    """PlanRequest fields of the kernels answer: auto leaves attention and Liger to the planner, as `plan` does."""
+    if kernels == "auto":
+        installed = importlib.util.find_spec("liger_kernel") is not None
+        return {"attention": "auto", "liger": None, "liger_installed": installed}
+    return {"attention": "flex" if "flex" in kernels else "sdpa", "liger": "liger" in kernels}
+
+
 def request_from_answers(a: Answers) -> PlanRequest:
     multi = a.get("num_machines", 1) > 1
     return PlanRequest(
@@ -170,8 +180,7 @@ def request_from_answers(a: Answers) -> PlanRequest:
         seq_len=a["seq_len"],
         micro_batch=a["micro_batch"],
         global_batch=a["global_batch"],
-        liger="liger" in a.get("kernels", "sdpa"),
-        attention="flex" if "flex" in a.get("kernels", "sdpa") else "sdpa",
+        **kernel_fields(a.get("kernels", "auto")),
         doc_tokens=a.get("doc_tokens"),
         num_gpus=a.get("num_gpus"),
         exclude=tuple(a.get("exclude", ())),
