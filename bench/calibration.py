@@ -53,6 +53,7 @@ VALIDATION_KEYS = frozenset(
 SCRIPT_LOAD_DTYPE = {"train.py": "fp32", "custom": "bf16", "trainer": "fp32"}
 """What each bench script loads in when --load-dtype is not given (its library's default, docs/scripts.md)."""
 
+
 @dataclass(frozen=True)
 class Row:
     """One measured configuration."""
@@ -120,6 +121,7 @@ class Row:
             load_dtype=self.load_dtype,
             liger=self.liger,
             grad_as_bucket_view=self.bucket_view,
+            script=self.script,
             **(self._attention() if self.doc_tokens is not None else bench_attention(self.flex)),
         )
 
