@@ -42,8 +42,8 @@ def wizard(keys: list[str]) -> int:
         return main([])
 
 
-# machine, model, method, seq len, micro-batch, global batch, kernels, machines
-SETUP = [machine("hgx-h200-8"), ENTER, ENTER, ENTER, ENTER, replace_text("auto", "64"), ENTER, ENTER]
+# machine, model, method, seq len, micro-batch, global batch, kernels, script, machines
+SETUP = [machine("hgx-h200-8"), ENTER, ENTER, ENTER, ENTER, replace_text("auto", "64"), ENTER, ENTER, ENTER]
 
 
 def test_accept_writes_the_config_and_prints_the_launch_command(tmp_path, capsys):
@@ -67,7 +67,7 @@ def test_override_strategy_and_refuse_overwrite(tmp_path, capsys):
 
 
 def test_nothing_fits_offers_lora_on_the_consumer_machine(tmp_path, capsys):
-    keys = [machine("rtx4090-2"), *[ENTER] * 10]  # model .. machines (defaults), then the rescue
+    keys = [machine("rtx4090-2"), *[ENTER] * 11]  # model .. machines (defaults), then the rescue
     assert wizard(keys) == 0  # rescue: LoRA (default) -> accept -> default path
     out = capsys.readouterr().out
     assert "does not fit" in out and "--method lora" in out
@@ -93,7 +93,7 @@ def test_topology_file_and_multi_node_answers_reach_the_config(tmp_path, capsys)
     (tmp_path / "box.json").write_text((src / "h200-sxm-2.json").read_text())
     keys = [
         "A topology" + ENTER, str(tmp_path / "box.txt") + ENTER,  # machine: a file, then its path
-        ENTER, ENTER, ENTER, ENTER, ENTER, ENTER,  # model, method, seq len, micro-batch, global batch, kernels
+        ENTER, ENTER, ENTER, ENTER, ENTER, ENTER, ENTER,  # model .. global batch, kernels, script
         replace_text("1", "2"), "10.0.0.1" + ENTER, replace_text("29500", "29611"), ENTER,  # 2 machines, ip, port, rank
         "ib-ndr-x8" + ENTER,  # fabric
         ENTER, ENTER,  # accept, default path
@@ -106,7 +106,7 @@ def test_topology_file_and_multi_node_answers_reach_the_config(tmp_path, capsys)
 
 
 def test_unknown_model_is_asked_again_instead_of_aborting(tmp_path, capsys):
-    keys = [machine("hgx-h200-8"), replace_text("mistral-7b", "nonexistent"), *[ENTER] * 7]
+    keys = [machine("hgx-h200-8"), replace_text("mistral-7b", "nonexistent"), *[ENTER] * 8]
     keys += [ENTER, ENTER]  # the model again (default mistral-7b), accept, default path
     assert wizard(keys) == 0
     assert "unknown model 'nonexistent'" in capsys.readouterr().out
@@ -142,8 +142,16 @@ def test_a_detected_machine_is_the_default_answer(tmp_path, monkeypatch, capsys)
 
 def test_liger_and_flex_reach_the_launch_command_with_the_document_length(tmp_path, capsys):
     keys = [machine("h200-sxm-2"), ENTER, ENTER, ENTER, ENTER, replace_text("auto", "64")]
-    keys += [DOWN * 2 + ENTER, replace_text("auto", "300"), ENTER, ENTER, ENTER]  # Liger + flex, 300 tokens, accept
+    keys += [DOWN * 2 + ENTER, replace_text("auto", "300"), ENTER, ENTER, ENTER, ENTER]  # ... script, accept
     assert wizard(keys) == 0
     out = capsys.readouterr().out
     assert "--liger" in out and "--attn-implementation flex_attention" in out
     assert (tmp_path / "accelerate_config.yaml").exists()
+
+
+def test_script_answer_reaches_the_header_and_the_estimate(tmp_path, capsys):
+    # machine, model, method, seq len, micro-batch, global batch, kernels, script: "My own Accelerate loop"
+    keys = [machine("h200-sxm-2"), ENTER, ENTER, ENTER, ENTER, replace_text("auto", "64"), ENTER, DOWN * 2 + ENTER]
+    assert wizard([*keys, ENTER, ENTER, ENTER]) == 0  # machines, accept, default path
+    header = (tmp_path / "accelerate_config.yaml").read_text()
+    assert "# Script assumed: custom (plain Accelerate loop: torch.optim.AdamW defaults (foreach)" in header

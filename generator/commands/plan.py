@@ -8,6 +8,7 @@ import json
 
 from generator.catalog.strategies import NAMES as STRATEGY_NAMES
 from generator.errors import UserError
+from generator.estimate.scripts import SCRIPTS
 
 STRATEGY_CHOICES = ("auto", *STRATEGY_NAMES)
 
@@ -30,7 +31,16 @@ def register(subparsers, verb: str, help_text: str) -> argparse.ArgumentParser:
     w.add_argument(
         "--grad-checkpointing", choices=("auto", "on", "off"), default="auto", help="Default: off if it fits."
     )
-    w.add_argument("--load-dtype", choices=("fp32", "bf16"), default="fp32", help="dtype the weights load in.")
+    w.add_argument(
+        "--load-dtype", choices=("fp32", "bf16"), help="dtype the weights load in (default: the --script's default)."
+    )
+    w.add_argument(
+        "--script",
+        choices=SCRIPTS,
+        default="train.py",
+        help="Script the config is launched with: train.py (default), trainer (transformers Trainer / TRL "
+        "SFTTrainer defaults) or custom (a plain Accelerate loop: torch AdamW defaults). See README.",
+    )
     w.add_argument("--optimizer", choices=("adamw", "adamw8bit"), default="adamw")
     w.add_argument("--lora-r", type=int, default=16, help="LoRA rank for --method lora/qlora (default 16).")
     w.add_argument("--liger", action="store_true", help="Liger fused kernels (no full logits tensor).")

@@ -18,6 +18,7 @@ from dataclasses import replace
 from generator.catalog import strategies as catalog
 from generator.errors import UserError
 from generator.estimate.hardware import unknown_gpu_warning
+from generator.estimate.scripts import script_facts
 from generator.estimate.types import STRATEGIES, Placement, Workload
 from generator.model.types import ModelSpec
 from generator.plan import advice, reasons
@@ -152,6 +153,8 @@ def evaluate(topology, model, request, choices, inter, engines: Engines) -> tupl
                 liger=request.liger,
                 attention=request.attention,
                 doc_tokens=request.doc_tokens,
+                script=request.script,
+                grad_as_bucket_view=script_facts(request.script).grad_as_bucket_view,
             )
             skip = [(s, engines.applicable(s, workload, placement)) for s in STRATEGIES]
             runnable = tuple(s for s, why_not in skip if why_not is None)

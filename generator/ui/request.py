@@ -21,7 +21,7 @@ def request_from_args(args: argparse.Namespace) -> PlanRequest:
         grad_checkpointing=args.grad_checkpointing,
         allow_offload=args.allow_offload,
         headroom=args.headroom,
-        load_dtype=args.load_dtype,
+        load_dtype=args.load_dtype or _script_load_dtype(args),
         optimizer=args.optimizer,
         lora_r=args.lora_r,
         liger=args.liger,
@@ -33,4 +33,14 @@ def request_from_args(args: argparse.Namespace) -> PlanRequest:
         main_process_port=args.main_process_port,
         inter_node_gbps=args.inter_node_gbps,
         fabric=args.fabric,
+        script=getattr(args, "script", None) or "train.py",
     )
+
+
+def _script_load_dtype(args: argparse.Namespace) -> str:
+    """--load-dtype left out: what the script loads in (train.py fp32, TRL fp32, a plain loop the checkpoint's bf16);
+    an unknown --script falls back to fp32 and check_request names the mistake."""
+    from generator.estimate.scripts import FACTS
+
+    facts = FACTS.get(getattr(args, "script", None) or "train.py")
+    return facts.load_dtype if facts else "fp32"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from generator.estimate.scripts import script_facts
 from generator.plan.fabrics import FABRICS
 from generator.plan.types import PlanRequest
 from generator.wizard.runner import Answers, QuestionSpec
@@ -111,6 +112,19 @@ QUESTIONS: tuple[QuestionSpec, ...] = (
         parse=auto_int,
         when=lambda a: "flex" in a["kernels"],
     ),  # fmt: skip
+    # -- the training script (issue 18) --
+    QuestionSpec(
+        "script",
+        "select",
+        "Which script will you launch the config with?",
+        lambda a: [
+            ("train.py (this repository's)", "train.py"),
+            ("transformers Trainer / TRL SFTTrainer", "trainer"),
+            ("My own Accelerate loop (torch AdamW defaults)", "custom"),
+        ],
+        default="train.py",
+    ),
+    # -- end script --
     QuestionSpec("num_machines", "text", "Number of machines:", default="1", validate=positive_int, parse=int),
     QuestionSpec(
         "main_process_ip",
@@ -182,6 +196,8 @@ def request_from_answers(a: Answers) -> PlanRequest:
         main_process_port=a.get("main_process_port", 29500) if multi else 29500,
         fabric=a.get("fabric") if multi and a.get("fabric") != "measured" else None,
         inter_node_gbps=a.get("inter_node_gbps") if multi else None,
+        script=a.get("script", "train.py"),
+        load_dtype=script_facts(a.get("script", "train.py")).load_dtype,
     )
 
 
