@@ -122,6 +122,7 @@ class Row:
             load_dtype=self.load_dtype,
             liger=self.liger,
             grad_as_bucket_view=self.bucket_view,
+            script=self.script,
             **(self._attention() if self.doc_tokens is not None else bench_attention(self.flex)),
         )
 

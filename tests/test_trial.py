@@ -159,6 +159,7 @@ def test_calibration_corrects_later_plans_and_resets(tmp_path, capsys):
     assert main([*base, "--calibration-file", str(cal)]) == 0
     raw = json.loads(capsys.readouterr().out)["chosen"]
     record = {"device": "cuda", "status": "ok", "gpu_name": "NVIDIA H200", "strategy": "fsdp",
+              "method": "full", "seq_len": 4096,
               "predicted_tokens_per_s_per_gpu": 1000.0, "measured_tokens_per_s_per_gpu": 800.0}  # fmt: skip
     cpu = {**record, "device": "cpu", "measured_tokens_per_s_per_gpu": 1.0}  # CPU trials never calibrate GPUs
     cal.write_text(json.dumps({"version": 1, "measurements": [record, cpu]}))

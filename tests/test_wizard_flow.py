@@ -42,8 +42,9 @@ def wizard(keys: list[str]) -> int:
         return main([])
 
 
-# machine, model, method, seq len, micro-batch, global batch, kernels (the planner's pick), document length, machines
-SETUP = [machine("hgx-h200-8"), ENTER, ENTER, ENTER, ENTER, replace_text("auto", "64"), ENTER, ENTER, ENTER]
+# machine, model, method, seq len, micro-batch, global batch, kernels (the planner's pick), document length, script,
+# machines
+SETUP = [machine("hgx-h200-8"), ENTER, ENTER, ENTER, ENTER, replace_text("auto", "64"), ENTER, ENTER, ENTER, ENTER]
 
 
 def test_accept_writes_the_config_and_prints_the_launch_command(tmp_path, capsys):
@@ -67,7 +68,7 @@ def test_override_strategy_and_refuse_overwrite(tmp_path, capsys):
 
 
 def test_nothing_fits_offers_lora_on_the_consumer_machine(tmp_path, capsys):
-    keys = [machine("rtx4090-2"), *[ENTER] * 11]  # model .. machines (defaults), then the rescue
+    keys = [machine("rtx4090-2"), *[ENTER] * 12]  # model .. machines (defaults), then the rescue
     assert wizard(keys) == 0  # rescue: LoRA (default) -> accept -> default path
     out = capsys.readouterr().out
     assert "does not fit" in out and "--method lora" in out
@@ -93,8 +94,7 @@ def test_topology_file_and_multi_node_answers_reach_the_config(tmp_path, capsys)
     (tmp_path / "box.json").write_text((src / "h200-sxm-2.json").read_text())
     keys = [
         "A topology" + ENTER, str(tmp_path / "box.txt") + ENTER,  # machine: a file, then its path
-        ENTER, ENTER, ENTER, ENTER, ENTER, ENTER, ENTER,  # model, method, seq len, micro-batch, global batch, kernels,
-        # document length
+        ENTER, ENTER, ENTER, ENTER, ENTER, ENTER, ENTER, ENTER,  # model .. global batch, kernels, documents, script
         replace_text("1", "2"), "10.0.0.1" + ENTER, replace_text("29500", "29611"), ENTER,  # 2 machines, ip, port, rank
         "ib-ndr-x8" + ENTER,  # fabric
         ENTER, ENTER,  # accept, default path
@@ -107,7 +107,7 @@ def test_topology_file_and_multi_node_answers_reach_the_config(tmp_path, capsys)
 
 
 def test_unknown_model_is_asked_again_instead_of_aborting(tmp_path, capsys):
-    keys = [machine("hgx-h200-8"), replace_text("mistral-7b", "nonexistent"), *[ENTER] * 8]
+    keys = [machine("hgx-h200-8"), replace_text("mistral-7b", "nonexistent"), *[ENTER] * 9]
     keys += [ENTER, ENTER]  # the model again (default mistral-7b), accept, default path
     assert wizard(keys) == 0
     assert "unknown model 'nonexistent'" in capsys.readouterr().out
@@ -144,15 +144,24 @@ def test_a_detected_machine_is_the_default_answer(tmp_path, monkeypatch, capsys)
 def test_the_kernels_default_is_the_planners_pick(tmp_path, capsys):
     """Enter at the kernels question leaves attention to the planner: flex at a long sequence, as `plan` picks."""
     keys = [machine("h200-sxm-2"), ENTER, DOWN + ENTER, replace_text("4096", "32768"), ENTER, ENTER]  # LoRA, s32768
-    keys += [ENTER, ENTER, ENTER, ENTER, ENTER]  # kernels: the planner's pick, documents fill, 1 machine, accept
+    keys += [ENTER] * 6  # kernels: the planner's pick, documents fill, train.py, 1 machine, accept, default path
     assert wizard(keys) == 0
     assert "--attn-implementation flex_attention" in capsys.readouterr().out
 
 
 def test_liger_and_flex_reach_the_launch_command_with_the_document_length(tmp_path, capsys):
     keys = [machine("h200-sxm-2"), ENTER, ENTER, ENTER, ENTER, replace_text("auto", "64")]
-    keys += [DOWN * 3 + ENTER, replace_text("auto", "300"), ENTER, ENTER, ENTER]  # Liger + flex, 300 tokens, accept
+    keys += [DOWN * 3 + ENTER, replace_text("auto", "300"), ENTER, ENTER, ENTER, ENTER]  # Liger + flex, 300 tokens
     assert wizard(keys) == 0
     out = capsys.readouterr().out
     assert "--liger" in out and "--attn-implementation flex_attention" in out
     assert (tmp_path / "accelerate_config.yaml").exists()
+
+
+def test_script_answer_reaches_the_header_and_the_estimate(tmp_path, capsys):
+    # machine, model, method, seq len, micro-batch, global batch, kernels, documents, script: "My own Accelerate loop"
+    keys = [machine("h200-sxm-2"), ENTER, ENTER, ENTER, ENTER, replace_text("auto", "64"), ENTER, ENTER]
+    keys += [DOWN * 2 + ENTER]
+    assert wizard([*keys, ENTER, ENTER, ENTER]) == 0  # machines, accept, default path
+    header = (tmp_path / "accelerate_config.yaml").read_text()
+    assert "# Script assumed: custom (plain Accelerate loop: torch.optim.AdamW defaults (foreach)" in header

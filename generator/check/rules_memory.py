@@ -41,7 +41,20 @@ def memory_fit(cfg: dict, ctx: CheckContext) -> list[Finding]:
     placement = _placement(cfg, ctx, gpus)
     est = estimate(ctx.model, ctx.workload, placement, name)
     w = ctx.workload
-    what = f"{ctx.model.name}, {w.method}, seq {w.seq_len}, micro-batch {w.micro_batch}"
+    what = f"{ctx.model.name}, {w.method}, seq {w.seq_len}, micro-batch {w.micro_batch}, --script {w.script}"
+    other = _other_script(ctx, placement, name)
+    if other and not est.fits:
+        return [
+            Finding(
+                "warning",
+                "distributed_type",
+                f"{name} will not fit if launched with a {w.script} script: predicted {est.reserved_gb:.1f} GB "
+                f"reserved per GPU, {est.capacity_gb:.1f} GB usable ({what}); {other}.",
+                f"launch it with {ctx.written_for.script} as its header says, or plan for your script: "
+                f"python -m generator plan --script {w.script}.",
+                "memory_fit",
+            )
+        ]
     if est.fits:
         return [
             Finding(
@@ -74,6 +87,17 @@ def memory_fit(cfg: dict, ctx: CheckContext) -> list[Finding]:
             "memory_fit",
         )
     ]
+
+
+def _other_script(ctx: CheckContext, placement, name: str) -> str | None:
+    """What the config was planned for, when that is another script than the one checked (None otherwise)."""
+    planned = ctx.written_for
+    if planned is None or planned.script == ctx.workload.script:
+        return None
+    from generator.estimate import estimate
+
+    est = estimate(ctx.model, planned, placement, name)
+    return f"it was written for {planned.script}, predicted {est.reserved_gb:.1f} GB there"
 
 
 RULES = [memory_fit]

@@ -55,6 +55,11 @@ class CheckContext:
     """Keys the YAML file held twice (YAML keeps the last silently)."""
     exclude: tuple[int, ...] = ()
     """GPU ids (--exclude) a suggested gpu_ids list must avoid, e.g. busy ones."""
+    # -- the training script (issue 18) --
+    written_for: Workload | None = None
+    """The workload and script the generator planned this config for (read from its header); None for other configs.
+    `workload` is the same job under the script being checked (--script, default custom)."""
+    # -- end script --
 
 
 def exit_code(findings: list[Finding]) -> int:

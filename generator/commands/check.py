@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 
 from generator.errors import UserError
+from generator.estimate.scripts import SCRIPTS
 
 
 def register(subparsers, verb: str, help_text: str) -> argparse.ArgumentParser:
@@ -16,9 +17,17 @@ def register(subparsers, verb: str, help_text: str) -> argparse.ArgumentParser:
     from generator.topology import add_topology_args
 
     add_topology_args(p)
-    p.add_argument("--seq-len", type=int, default=4096, help="Sequence length for the memory check (default 4096).")
-    p.add_argument("--micro-batch", type=int, default=1, help="Sequences per GPU per step (default 1).")
-    p.add_argument("--method", choices=("full", "lora", "qlora"), default="full", help="Fine-tuning method.")
+    # Workload flags default to the generator's header when the config has one, else to 4096 / 1 / full.
+    p.add_argument("--seq-len", type=int, help="Sequence length for the memory check (default 4096).")
+    p.add_argument("--micro-batch", type=int, help="Sequences per GPU per step (default 1).")
+    p.add_argument("--method", choices=("full", "lora", "qlora"), help="Fine-tuning method (default full).")
+    p.add_argument(
+        "--script",
+        choices=SCRIPTS,
+        default="custom",
+        help="Script the config is launched with (default custom: a plain Accelerate loop, since check cannot see "
+        "it); train.py or trainer (transformers Trainer / TRL SFTTrainer).",
+    )
     p.add_argument("--fix", action="store_true", help="Write a corrected config to --output.")
     p.add_argument("--output", help="Where --fix writes the corrected config.")
     p.add_argument("--force", action="store_true", help="Let --fix overwrite an existing --output.")
@@ -39,22 +48,58 @@ def _topology(args):
         return None
 
 
-def _context(args, duplicates):
-    from generator.check.types import CheckContext
+def _workloads(args, header):
+    """(the workload under --script, the header's workload under its own script or None). Explicit flags win over
+    the header; a script other than the header's brings its own load dtype and DDP bucket view."""
+    from dataclasses import replace
+
+    from generator.estimate.scripts import default_load_dtype, script_facts
     from generator.estimate.types import Workload
 
-    if args.seq_len <= 0 or args.micro_batch <= 0:
+    if any(v is not None and v <= 0 for v in (args.seq_len, args.micro_batch)):
         raise UserError("--seq-len and --micro-batch must be positive integers")
+    planned = header[1] if header else None
+    base = planned or Workload(seq_len=4096, micro_batch=1, method="full")
+    given = {"seq_len": args.seq_len, "micro_batch": args.micro_batch, "method": args.method}
+    base = replace(base, **{k: v for k, v in given.items() if v is not None})
+    facts = script_facts(args.script)
+    same = planned is not None and planned.script == args.script
+    checked = replace(
+        base,
+        script=args.script,
+        grad_as_bucket_view=facts.grad_as_bucket_view,
+        load_dtype=base.load_dtype if same else default_load_dtype(args.script, base.method),
+    )
+    return checked, (replace(planned, **{k: v for k, v in given.items() if v is not None}) if planned else None)
+
+
+def _context(args, duplicates, text: str | None = None):
+    from generator.check.types import CheckContext
+    from generator.check.written_for import written_for
+
+    header = written_for(text) if text else None
+    workload, planned = _workloads(args, header)
     model = None
-    if args.model:
+    if args.model or header:
         from generator.model import load_model
 
-        model = load_model(args.model)
-    workload = Workload(method=args.method, seq_len=args.seq_len, micro_batch=args.micro_batch)
+        model = load_model(args.model or header[0])
     exclude = tuple(getattr(args, "exclude", ()) or ())
     return CheckContext(
-        topo=_topology(args), model=model, workload=workload, duplicate_keys=duplicates, exclude=exclude
+        topo=_topology(args),
+        model=model,
+        workload=workload,
+        duplicate_keys=duplicates,
+        exclude=exclude,
+        written_for=planned,
     )
+
+
+def _config_text(path: str) -> str | None:
+    """The config's text for its header (None for standard input, already consumed by the loader)."""
+    from generator.fileio import read_text
+
+    return None if path == "-" else read_text(path, "config")
 
 
 def run(args) -> int:
@@ -71,7 +116,7 @@ def run(args) -> int:
 
         check_writable(args.output, args.force)
     cfg, duplicates = load_config(args.config)
-    ctx = _context(args, duplicates)
+    ctx = _context(args, duplicates, _config_text(args.config))
     findings = run_rules(cfg, ctx)
     if ctx.topo is not None:
         fix = "pass --topo-file or --machine to describe the machine the job runs on."
@@ -86,7 +131,7 @@ def run(args) -> int:
                 "context",
             )
         )
-    if args.model and ctx.topo is None:
+    if ctx.model is not None and ctx.topo is None:
         findings.append(
             Finding(
                 "info",

@@ -10,6 +10,7 @@ from dataclasses import replace
 
 from generator.catalog.strategies import NAMES as STRATEGY_NAMES
 from generator.errors import UserError
+from generator.estimate.scripts import SCRIPTS
 
 STRATEGY_CHOICES = ("auto", *STRATEGY_NAMES)
 
@@ -36,7 +37,15 @@ def register(subparsers, verb: str, help_text: str) -> argparse.ArgumentParser:
         "--load-dtype",
         choices=("auto", "fp32", "bf16"),
         default="auto",
-        help="dtype the weights load in (default auto, as train.py: fp32 for full, bf16 for lora/qlora).",
+        help="dtype the weights load in (default auto: what the --script loads in; train.py: fp32 for full, bf16 for "
+        "lora/qlora).",
+    )
+    w.add_argument(
+        "--script",
+        choices=SCRIPTS,
+        default="train.py",
+        help="Script the config is launched with: train.py (default), trainer (transformers Trainer / TRL "
+        "SFTTrainer defaults) or custom (a plain Accelerate loop: torch AdamW defaults). See README.",
     )
     w.add_argument("--optimizer", choices=("adamw", "adamw8bit"), default="adamw")
     w.add_argument("--lora-r", type=int, default=16, help="LoRA rank for --method lora/qlora (default 16).")

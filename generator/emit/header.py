@@ -48,6 +48,7 @@ def header_lines(
         f"{plan.num_machines} machine(s). The command sets CUDA_DEVICE_ORDER=PCI_BUS_ID so CUDA uses the same ids.",
         f"Workload: {plan.model.name}, method {w.method}, sequence length {w.seq_len}, micro-batch {w.micro_batch} x "
         f"accumulation {w.grad_accum} x {plan.num_processes} GPU(s) = global batch {plan.global_batch} sequences.",
+        script_line(w.script),
         "Activation checkpointing: " + _checkpointing(plan),
         f"Expected peak memory per GPU (predicted): {e.peak_gb:.1f} GB allocated, {e.reserved_gb:.1f} GB reserved, "
         f"budget {e.capacity_gb:.1f} GB after headroom."
@@ -94,6 +95,21 @@ def header_lines(
     lines += list(notes)
     out = [wrapped for line in lines for wrapped in _wrap(clean(line))]
     return out + ["Launch (from the directory the config path is relative to):", "  " + clean(command)]
+
+
+SCRIPT_PREFIX = "Script assumed: "
+"""Starts the header line naming the --script; `check` reads the value back from it."""
+
+
+def script_line(script: str) -> str:
+    """The predictions below hold for this script's defaults (estimate.scripts); another script is checked with
+    `check --script`."""
+    from generator.estimate.scripts import script_facts
+
+    return (
+        f"{SCRIPT_PREFIX}{script} ({script_facts(script).summary}). Launched with another script, the memory differs:"
+        f" python -m generator check CONFIG --script trainer|custom."
+    )
 
 
 def _wrap(line: str) -> list[str]:

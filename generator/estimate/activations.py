@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from generator.catalog import strategies as catalog
 from generator.estimate.attention import mask_bytes
+from generator.estimate.scripts import script_facts
 from generator.estimate.types import Workload
 from generator.model.types import ModelSpec
 
@@ -61,6 +62,25 @@ def logits_kept_bytes(workload: Workload, strategy: str) -> float:
     return 2.0 if catalog.strategy(strategy).framework == "deepspeed" else 4.0
 
 
+# TRL's chunked fused LM head (trl/kernels/chunked_logprob.py 326-347, 404-413): tiles of at most this many tokens
+# by this many vocabulary entries, one bf16 tile buffer at a time (Triton folds the softmax into it in place).
+FUSED_HEAD_TOKEN_CHUNK = 4096
+FUSED_HEAD_VOCAB_CHUNK = 32768
+
+
+def fused_head_bytes(model: ModelSpec, workload: Workload) -> tuple[float, float]:
+    """(forward, backward) bytes of TRL's fused LM-head loss (`trainer` script), which never builds the logits.
+
+    Forward: the bf16 tile buffer. Backward: the tile again, the fp32 gradient of the hidden states [tokens, h], and,
+    when lm_head trains (full fine-tune), its fp32 gradient accumulator [vocab, h] (chunked_logprob.py 404-413)."""
+    tokens = workload.seq_len * workload.micro_batch
+    tile = 2.0 * min(tokens, FUSED_HEAD_TOKEN_CHUNK) * min(model.vocab_size, FUSED_HEAD_VOCAB_CHUNK)
+    grads = 4.0 * tokens * model.hidden_size
+    if workload.method == "full":
+        grads += 4.0 * model.vocab_size * model.hidden_size
+    return tile, tile + grads
+
+
 def activation_terms(model: ModelSpec, workload: Workload, strategy: str) -> dict[str, dict[str, float]]:
     """{phase: {term: bytes}} for activations, the loss and autocast weight copies (see states.PHASES)."""
     tokens = workload.seq_len * workload.micro_batch
@@ -70,6 +90,8 @@ def activation_terms(model: ModelSpec, workload: Workload, strategy: str) -> dic
     kept = logits_kept_bytes(workload, strategy) * model.vocab_size * tokens
     loss_fwd = 0.0 if workload.liger else LOSS_FORWARD_BYTES * model.vocab_size * tokens
     loss_bwd = 0.0 if workload.liger else LOSS_BACKWARD_BYTES * model.vocab_size * tokens
+    if script_facts(workload.script).fused_lm_head:  # no logits kept: the loss's terms are the fused head's
+        kept, (loss_fwd, loss_bwd) = 0.0, fused_head_bytes(model, workload)
     transient = BACKWARD_TRANSIENT_F_BYTES * model.intermediate_size * tokens
     # fp32 weights under autocast: autocast caches a bf16 copy of every fp32 leaf weight it casts until the forward's
     # autocast region exits, so the copies of all matmul weights are alive at the loss (measured +14.0 GB for

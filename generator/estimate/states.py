@@ -21,6 +21,7 @@ activations still held), "backward_end" (the first decoder layer's backward, nea
 from __future__ import annotations
 
 from generator.catalog import strategies as catalog
+from generator.estimate.scripts import script_facts
 from generator.estimate.types import Placement, Workload
 from generator.model.types import ModelSpec
 
@@ -71,6 +72,16 @@ def load_bytes(workload: Workload) -> int:
 
 def _optimizer_bytes(workload: Workload, param_bytes: float) -> float:
     return ADAMW8BIT_STATE_BYTES if workload.optimizer == "adamw8bit" else 2 * param_bytes
+
+
+def foreach_temporary_bytes(workload: Workload, params: float, param_bytes: float) -> float:
+    """Extra bytes torch AdamW's foreach step allocates (custom script): `exp_avg_sq_sqrt = _foreach_sqrt(v)`, one
+    full-size copy of the second moment in the parameters' dtype, alive until `_foreach_addcdiv_` (torch/optim/adam.py
+    704-727, docs/scripts.md). Trainable parameters share one group, so the copy spans all of them on this GPU.
+    Fused AdamW and DeepSpeed's optimizers update in place; bitsandbytes' 8-bit AdamW is not torch's foreach."""
+    if script_facts(workload.script).adamw != "foreach" or workload.optimizer != "adamw":
+        return 0.0
+    return params * param_bytes
 
 
 def qlora_unquantised_params(model: ModelSpec) -> int:
@@ -140,6 +151,7 @@ def model_states(model: ModelSpec, workload: Workload, placement: Placement, str
         # Late in backward (first decoder layer) the embedding's gradient is not allocated yet; the step has it.
         late = t - (model.params_embedding if full and not accum else 0)
         every("optimizer_states", t * (_optimizer_bytes(workload, wb) if full else LORA_STATE_BYTES - 8))
+        every("foreach_step_temporaries", foreach_temporary_bytes(workload, t, wb), ("optimizer",))
         if placement.num_gpus > 1 and workload.grad_as_bucket_view:
             every("grads", t * wb)  # the Reducer's buckets, allocated once and never freed
             return terms
@@ -157,6 +169,7 @@ def model_states(model: ModelSpec, workload: Workload, placement: Placement, str
         every("grads_fp32", 4.0 * t / n, ("optimizer",))
         every("grads_fp32", 4.0 * late / n, ("backward_end",))
         every("optimizer_states", opt * t / n)
+        every("foreach_step_temporaries", foreach_temporary_bytes(workload, t / n, 4.0), ("optimizer",))
         for phase, value in _fsdp_in_flight(model, reshard=s.reshard_after_forward).items():
             every("fsdp_unsharded", value, (phase,))
         if accum:  # Accelerate's no_sync on FSDP2 keeps unsharded grads (reduce dtype bf16) across micro-steps

@@ -104,6 +104,12 @@ ALLOCATOR_RETRY_S_PER_MICRO_STEP = 0.06
 CPU_ADAM_PARAMS_PER_S = 2e9
 # Fused AdamW traffic per parameter, beyond the states: read grad; read+write param, m and v.
 _ADAM_PASSES = 2
+# torch AdamW's foreach step (custom script), element passes in the parameters' dtype, from the op list of
+# torch/optim/adam.py 691-800 (docs/scripts.md): lerp_(m, g) 3, mul_(v) 2, addcmul_(v, g, g) 3, sqrt(v) 2, div_ 2,
+# add_(eps) 2, addcdiv_(p, m, sqrt) 4; decoupled weight decay adds mul_(p) 2. Fused AdamW moves 7 (grad, p, m, v).
+FOREACH_ADAM_PASSES = 18
+FOREACH_DECAY_PASSES = 2
+FUSED_ADAM_PASSES = 7
 
 
 @dataclass(frozen=True)
@@ -158,6 +164,22 @@ def _update_bytes(model: ModelSpec, workload: Workload, placement: Placement, st
     # fp32 master + fp32 grad + states, plus the bf16 grad -> fp32 and fp32 -> bf16 parameter conversions.
     n = shard_count(strategy, placement)
     return t * (_ADAM_PASSES * 4 + 4 + _ADAM_PASSES * (state or 8) + 6) / n
+
+
+def _foreach_extra_bytes(model: ModelSpec, workload: Workload, placement: Placement, strategy: str) -> float:
+    """HBM bytes the foreach AdamW step moves beyond the fused one (zero for train.py / trainer, and for DeepSpeed,
+    whose optimizer is its own)."""
+    from generator.estimate.scripts import script_facts
+
+    facts = script_facts(workload.script)
+    s = catalog.strategy(strategy)
+    if facts.adamw != "foreach" or workload.optimizer != "adamw" or s.framework == "deepspeed":
+        return 0.0
+    passes = FOREACH_ADAM_PASSES + (FOREACH_DECAY_PASSES if facts.weight_decay else 0) - FUSED_ADAM_PASSES
+    if s.framework == "ddp":
+        param_bytes = load_bytes(workload) if workload.method == "full" else 4
+        return passes * param_bytes * trainable_params(model, workload)
+    return passes * 4.0 * trainable_params(model, workload) / shard_count(strategy, placement)
 
 
 def _cast_bytes(model: ModelSpec, workload: Workload, strategy: str) -> float:
@@ -228,6 +250,7 @@ def step_timing(
     compute = _compute_s(model, workload, rates.dense_bf16_tflops * 1e12)
     moved = _update_bytes(model, workload, placement, strategy) + _cast_bytes(model, workload, strategy)
     moved += _collective_copy_bytes(model, workload, strategy)
+    moved += _foreach_extra_bytes(model, workload, placement, strategy)
     moved += _adapter_bytes(model, workload) + _dequant_bytes(model, workload)
     memory = moved / (rates.hbm_tbps * 1e12 * HBM_EFFICIENCY) + _deepspeed_s(model, workload, strategy)
     cpu = 0.0

@@ -47,6 +47,11 @@ class Workload:
     grad_as_bucket_view: bool = True
     """DDP `gradient_as_bucket_view`: train.py turns it on (the gradients are views into the Reducer's buckets, which
     live for the whole run); Accelerate's own default is False (the Reducer keeps a second gradient copy)."""
+    # -- the training script (issue 18) --
+    script: str = "train.py"
+    """The script launched with the YAML (estimate.scripts.SCRIPTS): which AdamW implementation, loss and defaults
+    it brings (estimate.scripts.ScriptFacts). The caller sets grad_as_bucket_view and load_dtype from the same facts."""
+    # -- end script --
 
 
 @dataclass(frozen=True)

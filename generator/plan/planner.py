@@ -21,7 +21,8 @@ from itertools import product
 from generator.catalog import strategies as catalog
 from generator.errors import UserError
 from generator.estimate.hardware import unknown_gpu_warning
-from generator.estimate.types import DEFAULT_LOAD_DTYPE, STRATEGIES, Placement, Workload
+from generator.estimate.scripts import default_load_dtype, script_facts
+from generator.estimate.types import STRATEGIES, Placement, Workload
 from generator.model.types import ModelSpec
 from generator.plan import advice, reasons
 from generator.plan.bandwidth_file import MeasuredBandwidth
@@ -148,8 +149,9 @@ def _all_free(topology, request, engines, bandwidth, inter) -> Placement | None:
 
 
 def load_dtype(request: PlanRequest) -> str:
-    """--load-dtype, with auto resolved per method as train.py resolves it."""
-    return DEFAULT_LOAD_DTYPE[request.method] if request.load_dtype == "auto" else request.load_dtype
+    """--load-dtype, with auto resolved as the script resolves it (train.py: per method)."""
+    auto = request.load_dtype == "auto"
+    return default_load_dtype(request.script, request.method) if auto else request.load_dtype
 
 
 def evaluate(topology, model, request, choices, inter, engines: Engines) -> tuple[list[Option], list[str]]:
@@ -173,6 +175,8 @@ def evaluate(topology, model, request, choices, inter, engines: Engines) -> tupl
                 liger=liger,
                 attention=attention,
                 doc_tokens=request.doc_tokens,
+                script=request.script,
+                grad_as_bucket_view=script_facts(request.script).grad_as_bucket_view,
             )
             skip = [(s, engines.applicable(s, workload, placement)) for s in STRATEGIES]
             runnable = tuple(s for s, why_not in skip if why_not is None)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from generator.errors import UserError
+from generator.estimate.scripts import SCRIPTS
 from generator.estimate.types import LOAD_DTYPES, METHODS, STRATEGIES
 from generator.plan.fabrics import FABRICS
 from generator.plan.types import PlanRequest
@@ -16,6 +17,7 @@ def check_request(request: PlanRequest) -> None:
     _one_of("--load-dtype", r.load_dtype, ("auto", *LOAD_DTYPES))
     _one_of("--optimizer", r.optimizer, ("adamw", "adamw8bit"))
     _one_of("--attention", r.attention, ("auto", "sdpa", "flex"))
+    _one_of("--script", r.script, SCRIPTS)
     if r.fabric is not None:
         _one_of("--fabric", r.fabric, tuple(FABRICS))
     for flag, value in (

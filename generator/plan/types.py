@@ -50,6 +50,11 @@ class PlanRequest:
     fabric: str | None = None
     """Named inter-node fabric (generator.plan.fabrics.FABRICS) whose predicted bandwidth is used when no number is
     given."""
+    # -- the training script (issue 18) --
+    script: str = "train.py"
+    """The script the YAML is launched with (estimate.scripts.SCRIPTS); load_dtype should be its default unless the
+    user chose one (ui.request does that)."""
+    # -- end script --
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ def request_from_args(args: argparse.Namespace) -> PlanRequest:
         grad_checkpointing=args.grad_checkpointing,
         allow_offload=args.allow_offload,
         headroom=args.headroom,
-        load_dtype=args.load_dtype,
+        load_dtype=args.load_dtype or "auto",
         optimizer=args.optimizer,
         lora_r=args.lora_r,
         # --- kernels (issue 17) ---
@@ -36,6 +36,7 @@ def request_from_args(args: argparse.Namespace) -> PlanRequest:
         main_process_port=args.main_process_port,
         inter_node_gbps=args.inter_node_gbps,
         fabric=args.fabric,
+        script=getattr(args, "script", None) or "train.py",
     )
 
 

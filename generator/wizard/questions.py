@@ -113,6 +113,19 @@ QUESTIONS: tuple[QuestionSpec, ...] = (
         parse=auto_int,
         when=lambda a: a["kernels"] in ("auto", "flex", "liger-flex"),
     ),  # fmt: skip
+    # -- the training script (issue 18) --
+    QuestionSpec(
+        "script",
+        "select",
+        "Which script will you launch the config with?",
+        lambda a: [
+            ("train.py (this repository's)", "train.py"),
+            ("transformers Trainer / TRL SFTTrainer", "trainer"),
+            ("My own Accelerate loop (torch AdamW defaults)", "custom"),
+        ],
+        default="train.py",
+    ),
+    # -- end script --
     QuestionSpec("num_machines", "text", "Number of machines:", default="1", validate=positive_int, parse=int),
     QuestionSpec(
         "main_process_ip",
@@ -191,6 +204,7 @@ def request_from_answers(a: Answers) -> PlanRequest:
         main_process_port=a.get("main_process_port", 29500) if multi else 29500,
         fabric=a.get("fabric") if multi and a.get("fabric") != "measured" else None,
         inter_node_gbps=a.get("inter_node_gbps") if multi else None,
+        script=a.get("script", "train.py"),
     )
 
 

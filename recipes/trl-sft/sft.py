@@ -114,6 +114,16 @@ def step_logger(args, ga: int, flops: float | None):
     return StepLogCallback()
 
 
+def fsdp_checkpoints() -> bool:
+    """True when the launch's FSDP config checkpoints activations itself (`fsdp_activation_checkpointing: true`, which
+    the generator writes whenever checkpointing is on; accelerate launch exports it as FSDP_ACTIVATION_CHECKPOINTING,
+    accelerate/utils/launch.py 330). Trainer then refuses `gradient_checkpointing=True` with a ValueError
+    (transformers/trainer.py 879-884 in 5.24; the same check in 5.17), so it must be left to FSDP, as train.py does."""
+    return os.environ.get("ACCELERATE_USE_FSDP", "").lower() == "true" and (
+        os.environ.get("FSDP_ACTIVATION_CHECKPOINTING", "").lower() == "true"
+    )
+
+
 def train(args: argparse.Namespace) -> int:
     world = int(os.environ.get("WORLD_SIZE", "1"))
     ga = common.grad_accum_steps(args, world)  # a bad batch fails before the heavy imports
@@ -138,7 +148,8 @@ def train(args: argparse.Namespace) -> int:
         learning_rate=args.lr,
         max_grad_norm=args.max_grad_norm,
         bf16=True,
-        gradient_checkpointing=args.grad_checkpointing,
+        # Under an FSDP config that checkpoints, FSDP does it (fsdp_checkpoints); HF checkpointing on top is refused.
+        gradient_checkpointing=args.grad_checkpointing and not fsdp_checkpoints(),
         # Pre-packed full blocks (see the module docstring): TRL's padding-free path without its packer, which needs
         # max_length=None and the preparation skipped.
         max_length=None,
