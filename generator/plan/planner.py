@@ -30,6 +30,7 @@ from generator.plan.policy import GPU_COUNT_TOLERANCE, allowed_strategies, pick
 from generator.plan.request_check import check_request
 from generator.plan.rows import Option, Row
 from generator.plan.types import Plan, PlanRequest
+from generator.plan.usable import usable_memory_text
 from generator.topology.types import Topology
 
 
@@ -184,4 +185,5 @@ def build_plan(topology, model, request, chosen: Row, forced: bool, why: list[st
         main_process_port=request.main_process_port,
         forced=forced,
         warnings=tuple(warnings),
+        usable_memory=usable_memory_text(o.placement.gpu_memory_gb, request.headroom, o.placement.num_gpus),
     )

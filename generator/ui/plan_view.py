@@ -37,6 +37,7 @@ def plan_to_dict(plan: Plan, launch_command: str, config_path: str | None) -> di
         "forced": plan.forced,
         "reasons": list(plan.reasons),
         "warnings": list(plan.warnings),
+        "usable_memory": plan.usable_memory,
         "config_path": config_path,
         "launch_command": launch_command,
     }
@@ -55,6 +56,8 @@ def print_plan(plan: Plan, launch_command: str, written: list[str], console=None
     )
     for reason in plan.reasons:
         console.print(f"  - {escape(reason)}")
+    if plan.usable_memory:
+        console.print(f"  - usable per GPU: {plan.estimate.capacity_gb:.1f} GB = {escape(plan.usable_memory)}")
     for warning in plan.warnings:
         console.print(f"[yellow]warning:[/] {escape(warning)}")
     if not launch_command:  # the wizard prints the command after writing
