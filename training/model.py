@@ -20,8 +20,8 @@ def load_config_and_tokenizer(args):
         offline = hub_offline_reason()
         if offline:
             raise UserError(
-                f"cannot load model {args.model!r}: not a local directory or in the Hugging Face cache, and the hub is offline "
-                f"({offline}); pass --model DIR, a directory with config.json and the tokenizer"
+                f"cannot load model {args.model!r}: not a local directory or in the Hugging Face cache, and the hub "
+                f"is offline ({offline}); pass --model DIR, a directory with config.json and the tokenizer"
             ) from None
         try:
             config = AutoConfig.from_pretrained(args.model)
