@@ -50,8 +50,11 @@ def make_plan(
     options, split_problems = evaluate(topology, model, request, choices, inter, engines)
     if not options:
         raise UserError(split_problems[-1])
+    split_note = _batch_split_note(request, choices, options)
     rows = [Row(o, e) for o in options for e in o.estimates if e.strategy in allowed_strategies(request)]
     fitting = [r for r in rows if r.estimate.fits]
+    if split_note and not fitting:
+        raise UserError(f"{split_note} (on fewer GPUs, which it splits over, nothing fits)")
     if fitting:
         chosen, forced = pick(fitting), False
     elif request.strategy != "auto" and rows:
@@ -68,8 +71,20 @@ def make_plan(
         auto = allowed_strategies(replace(request, strategy="auto"))
         auto_fit = [Row(o, e) for o in options for e in o.estimates if e.fits and e.strategy in auto]
         why += reasons.versus_auto(chosen, pick(auto_fit) if auto_fit else None)
-    warnings = plan_warnings(topology, model, request, chosen, forced, inter_warning)
+    warnings = plan_warnings(topology, model, request, chosen, forced, inter_warning) + (
+        [split_note] * bool(split_note)
+    )
     return build_plan(topology, model, request, chosen, forced, why, warnings)
+
+
+def _batch_split_note(request: PlanRequest, choices, options: list[Option]) -> str | None:
+    """A --global-batch that does not split over every GPU on offer leaves only fewer GPUs to plan on: say so, with
+    the batches that split over all of them (None when the largest GPU count has options)."""
+    most = max(len(c.gpu_ids) for c in choices)
+    if request.global_batch is None or any(len(o.choice.gpu_ids) == most for o in options):
+        return None
+    _, hint = batch_options(request, most * request.num_machines)
+    return f"{hint} to use all {most} GPUs"
 
 
 def ranked_candidates(
