@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import sys
 
 from generator import __version__
@@ -20,8 +21,19 @@ VERBS = {
 }
 
 
+class UsageError(UserError):
+    """A flag argparse rejects; raised instead of argparse's usage dump so every verb reports mistakes the same way."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a bad flag is one `error:` line (and a JSON object under --json) like every other mistake."""
+
+    def error(self, message: str):
+        raise UsageError(f"{message}; see `{self.prog} --help`")
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="python -m generator",
         description="Choose DDP / FSDP / DeepSpeed ZeRO and the GPU ids for this machine's wiring.",
     )
@@ -42,20 +54,26 @@ def main(argv: list[str] | None = None) -> int:
     if verb is None and not argv:
         verb, argv = "wizard", ["wizard"]
     parser = build_parser(only=verb)
-    args = parser.parse_args(argv)
-    if args.verb is None:
-        parser.print_help()
-        return 2
-    module = importlib.import_module(f"generator.commands.{args.verb}")
+    as_json = "--json" in argv  # known before parsing, so a flag argparse rejects is reported as JSON too
     try:
+        args = parser.parse_args(argv)
+        if args.verb is None:
+            parser.print_help()
+            return 2
+        module = importlib.import_module(f"generator.commands.{args.verb}")
         return int(module.run(args) or 0)
     except UserError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return exc.exit_code
+        return _report(str(exc), exc.exit_code, as_json)
     except EOFError:
-        msg = "input ended before the questions were answered; use `plan` with flags in scripts"
-        print(f"error: {msg}", file=sys.stderr)
-        return 2
+        return _report("input ended before the questions were answered; use `plan` with flags in scripts", 2, as_json)
     except KeyboardInterrupt:
         print("interrupted: nothing was written", file=sys.stderr)
         return 130
+
+
+def _report(message: str, code: int, as_json: bool) -> int:
+    """One line on stderr; under --json also one object on stdout, so a script reading stdout can parse the failure."""
+    print(f"error: {message}", file=sys.stderr)
+    if as_json:
+        print(json.dumps({"error": message, "exit_code": code}))
+    return code

@@ -211,3 +211,19 @@ def test_a_model_dir_without_weights_trials_its_architecture_with_random_weights
     assert "--init" in argv(str(config_only)) and "--init" not in argv(str(weights))
     assert argv(None)[argv(None).index("--init") + 1] == "random"
     assert "--init" not in argv("mistralai/Mistral-7B-v0.1")  # a hub id is fetched with its weights
+
+
+def test_trial_without_a_gpu_is_refused_before_any_trial_runs(tmp_path, monkeypatch, capsys):
+    from dataclasses import replace
+
+    from generator.cli import main
+    from generator.topology import detect
+
+    fallback = replace(load_machine("h200-sxm-2"), warnings=("no NVIDIA GPU detected (test)",))
+    monkeypatch.setattr(detect, "detect_live", lambda: fallback)
+    cal = tmp_path / "cal.json"
+    argv = ["plan", "--model", "mistral-7b", "--trial", "--calibration-file", str(cal), "--output", str(tmp_path / "o")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "no NVIDIA GPU was detected" in err and "--trial-device cpu" in err and err.count("\n") == 1
+    assert not cal.exists() and not (tmp_path / "o").exists()

@@ -165,3 +165,36 @@ def test_script_answer_reaches_the_header_and_the_estimate(tmp_path, capsys):
     assert wizard([*keys, ENTER, ENTER, ENTER]) == 0  # machines, accept, default path
     header = (tmp_path / "accelerate_config.yaml").read_text()
     assert "# Script assumed: custom (plain Accelerate loop: torch.optim.AdamW defaults (foreach)" in header
+
+
+def test_nothing_fits_on_a_batch_that_does_not_split_offers_batches_that_do(tmp_path, capsys):
+    # rtx4090-2, QLoRA, global batch 3: planned on 1 GPU (3 does not split over 2) with a warning saying so;
+    # "Choose the number of GPUs" -> 2 -> nothing fits -> the rescue's first choice is a batch that splits.
+    setup = [
+        machine("rtx4090-2"),
+        ENTER,
+        DOWN + DOWN + ENTER,
+        ENTER,
+        ENTER,
+        replace_text("auto", "3"),
+        ENTER,
+        ENTER,
+        ENTER,
+        ENTER,
+    ]
+    keys = [*setup, DOWN + DOWN + ENTER, DOWN + DOWN + ENTER, ENTER, ENTER, ENTER]
+    assert wizard(keys) == 0
+    out = " ".join(capsys.readouterr().out.split())  # rich wraps lines
+    assert "use --global-batch 2 or 4 to use all 2 GPUs" in out
+    config = yaml.safe_load((tmp_path / "accelerate_config.yaml").read_text())
+    assert config["num_processes"] == 2
+
+
+def test_rescue_offers_only_changes_that_alter_the_request():
+    from generator.plan.types import PlanRequest
+    from generator.wizard import questions as q
+
+    qlora = PlanRequest(method="qlora", global_batch=3, seq_len=256)
+    values = [v for _, v in q.rescue_choices({"_request": qlora, "_gpus": 2, "_split": q.batches_that_split(qlora, 2)})]
+    assert values == ["batch:2", "batch:4", "offload", "quit"]
+    assert q.batches_that_split(PlanRequest(global_batch=4), 2) == ()

@@ -5,6 +5,7 @@ decides where it goes."""
 from __future__ import annotations
 
 from generator.errors import UserError
+from generator.model.hub import hub_offline_reason
 from training.errors import first_line
 
 LOAD_DTYPES = {"fp32": "float32", "bf16": "bfloat16"}  # --load-dtype -> torch dtype name
@@ -14,14 +15,26 @@ def load_config_and_tokenizer(args):
     from transformers import AutoConfig, AutoTokenizer
 
     try:
-        config = AutoConfig.from_pretrained(args.model)
-    except Exception as exc:
-        raise UserError(f"cannot load model {args.model!r}: {first_line(exc)}") from None
+        config = AutoConfig.from_pretrained(args.model, local_files_only=True)  # a local directory or the cache
+    except Exception:
+        offline = hub_offline_reason()
+        if offline:
+            raise UserError(
+                f"cannot load model {args.model!r}: not a local directory or in the Hugging Face cache, and the hub "
+                f"is offline ({offline}); pass --model DIR, a directory with config.json and the tokenizer"
+            ) from None
+        try:
+            config = AutoConfig.from_pretrained(args.model)
+        except Exception as exc:
+            raise UserError(f"cannot load model {args.model!r}: {first_line(exc)}") from None
     max_len = getattr(config, "max_position_embeddings", None)
     if max_len and args.seq_len > max_len:
         raise UserError(f"--seq-len {args.seq_len} is above {args.model!r}'s max_position_embeddings {max_len}")
     try:
-        tok = AutoTokenizer.from_pretrained(args.model)
+        try:
+            tok = AutoTokenizer.from_pretrained(args.model, local_files_only=True)
+        except Exception:  # not cached: the hub answered for the config above, so ask it
+            tok = AutoTokenizer.from_pretrained(args.model)
     except Exception as exc:
         raise UserError(f"cannot load the tokenizer of {args.model!r}: {first_line(exc)}") from None
     if tok.pad_token_id is None:

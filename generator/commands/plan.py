@@ -108,11 +108,12 @@ def run(args) -> int:
     from generator.model import load_model
     from generator.plan.engines import default_engines
     from generator.plan.planner import make_plan
-    from generator.topology import topology_from_args
+    from generator.topology import require_known_memory, topology_from_args
     from generator.ui.plan_view import plan_to_dict, print_plan
     from generator.ui.request import request_from_args
 
     topology = topology_from_args(args)
+    require_known_memory(topology)
     model, request = load_model(args.model), request_from_args(args)
     # Where the job runs is where `plan` runs (its topology is this machine's): Liger is a choice only if importable.
     request = replace(request, liger_installed=importlib.util.find_spec("liger_kernel") is not None)

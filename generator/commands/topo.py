@@ -10,6 +10,7 @@ import json
 import math
 import sys
 
+from generator.errors import require_at_least_one
 from generator.topology import (
     BANDWIDTH_NOTE,
     DEVICE_ORDER_NOTE,
@@ -24,16 +25,6 @@ from generator.topology import (
 )
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return value
-
-
 def register(subparsers, verb: str, help_text: str) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         verb,
@@ -41,12 +32,13 @@ def register(subparsers, verb: str, help_text: str) -> argparse.ArgumentParser:
         description=help_text + " GPU ids are PCI bus order; launch with CUDA_DEVICE_ORDER=PCI_BUS_ID.",
     )
     add_topology_args(p)
-    p.add_argument("--num-gpus", type=_positive, metavar="K", help="choose the best K GPUs and say why")
+    p.add_argument("--num-gpus", type=int, metavar="K", help="choose the best K GPUs and say why")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     return p
 
 
 def run(args: argparse.Namespace) -> int:
+    require_at_least_one("--num-gpus", args.num_gpus)
     topo = topology_from_args(args)
     exclude = tuple(args.exclude or ())
     selection = best_subset(topo, args.num_gpus, exclude) if args.num_gpus else None

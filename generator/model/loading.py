@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 from generator.errors import UserError
+from generator.model.hub import hub_offline_reason
 from generator.model.presets import HUB_IDS, PRESETS, preset_config
 from generator.model.sizing import KNOWN_FAMILIES, spec_from_config
 from generator.model.types import ModelSpec
@@ -23,15 +23,19 @@ def _read_config_file(path: Path) -> dict:
 
 
 def _fetch_hub_config(repo_id: str) -> dict:
-    """Download only config.json of a hub repo (no weights)."""
-    offline = os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "") or os.environ.get("TRANSFORMERS_OFFLINE") == "1"
+    """Download only config.json of a hub repo (no weights); a cached copy is used without asking the hub."""
     hint = f"pass a preset ({', '.join(PRESETS)}) or a local directory with config.json"
-    if offline:
-        raise UserError(f"'{repo_id}' is not a bundled preset and the hub is offline; {hint}")
     try:
         from huggingface_hub import hf_hub_download
     except ImportError as exc:
         raise UserError(f"huggingface_hub is not installed, so '{repo_id}' cannot be fetched; {hint}") from exc
+    try:
+        return _read_config_file(Path(hf_hub_download(repo_id, "config.json", local_files_only=True)))
+    except Exception:  # not cached: ask the hub below
+        pass
+    offline = hub_offline_reason()
+    if offline:
+        raise UserError(f"'{repo_id}' is not a bundled preset or cached, and the hub is offline ({offline}); {hint}")
     try:
         path = hf_hub_download(repo_id, "config.json")
     except Exception as exc:  # network, auth, missing repo: all mean the same thing to the user

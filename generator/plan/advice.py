@@ -10,6 +10,7 @@ from generator.estimate.types import STRATEGIES
 from generator.plan.fabrics import DEFAULT_FABRIC, FABRICS
 from generator.plan.policy import OFFLOAD, allowed_strategies
 from generator.plan.rows import Option, Row
+from generator.plan.usable import usable_memory_text
 
 MIN_SEQ_LEN = 256
 """Shorter sequences than this are not worth suggesting for fine-tuning."""
@@ -29,6 +30,7 @@ def nothing_fits(model, request, options: list[Option], rows: list[Row], engines
         e = lean.estimate
         head += (
             f": the leanest option, {e.strategy}, needs {e.reserved_gb:.1f} GB per GPU > {e.capacity_gb:.1f} GB usable"
+            f" ({usable_memory_text(p.gpu_memory_gb, request.headroom, p.num_gpus)})"
         )
 
     allowed = allowed_strategies(request)
@@ -41,7 +43,8 @@ def nothing_fits(model, request, options: list[Option], rows: list[Row], engines
         tries.append(("--allow-offload", wl, p, OFFLOAD))
     if wl.load_dtype == "fp32":
         tries.append(("--load-dtype bf16", replace(wl, load_dtype="bf16"), p, allowed))
-    seq = request.seq_len // 2
+    # Never suggest a length the model has no positions for: start at its limit when the request is beyond it.
+    seq = model.max_seq_len if request.seq_len > model.max_seq_len else request.seq_len // 2
     while seq >= MIN_SEQ_LEN:
         tries.append((f"--seq-len {seq}", replace(wl, seq_len=seq), p, allowed))
         seq //= 2

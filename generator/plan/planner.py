@@ -35,6 +35,7 @@ from generator.plan.policy import GPU_COUNT_TOLERANCE, allowed_strategies, pick
 from generator.plan.request_check import check_request
 from generator.plan.rows import Option, Row
 from generator.plan.types import Plan, PlanRequest
+from generator.plan.usable import usable_memory_text
 from generator.topology.types import Topology
 
 
@@ -54,8 +55,11 @@ def make_plan(
     options, split_problems = evaluate(topology, model, request, choices, inter, engines)
     if not options:
         raise UserError(split_problems[-1])
+    split_note = _batch_split_note(request, choices, options)
     rows = [Row(o, e) for o in options for e in o.estimates if e.strategy in allowed_strategies(request)]
     fitting = [r for r in rows if r.estimate.fits]
+    if split_note and not fitting:
+        raise UserError(f"{split_note} (on fewer GPUs, which it splits over, nothing fits)")
     if fitting:
         chosen, forced = pick(fitting), False
     elif request.strategy != "auto" and rows:
@@ -73,7 +77,9 @@ def make_plan(
         auto = allowed_strategies(replace(request, strategy="auto"))
         auto_fit = [Row(o, e) for o in options for e in o.estimates if e.fits and e.strategy in auto]
         why += reasons.versus_auto(chosen, pick(auto_fit) if auto_fit else None)
-    warnings = plan_warnings(topology, model, request, chosen, forced, inter_warning)
+    warnings = plan_warnings(topology, model, request, chosen, forced, inter_warning) + (
+        [split_note] * bool(split_note)
+    )
     return build_plan(topology, model, request, chosen, forced, why, warnings)
 
 
@@ -86,6 +92,16 @@ def _liger_gain(model: ModelSpec, request: PlanRequest, chosen: Row, engines: En
         model, replace(o.workload, liger=True), o.placement, (chosen.estimate.strategy,), request.headroom
     )
     return [liger_gain_reason(chosen.estimate.tokens_per_s_per_gpu, fused[0].tokens_per_s_per_gpu)] if fused else []
+
+
+def _batch_split_note(request: PlanRequest, choices, options: list[Option]) -> str | None:
+    """A --global-batch that does not split over every GPU on offer leaves only fewer GPUs to plan on: say so, with
+    the batches that split over all of them (None when the largest GPU count has options)."""
+    most = max(len(c.gpu_ids) for c in choices)
+    if request.global_batch is None or any(len(o.choice.gpu_ids) == most for o in options):
+        return None
+    _, hint = batch_options(request, most * request.num_machines)
+    return f"{hint} to use all {most} GPUs"
 
 
 def ranked_candidates(
@@ -209,4 +225,5 @@ def build_plan(topology, model, request, chosen: Row, forced: bool, why: list[st
         main_process_port=request.main_process_port,
         forced=forced,
         warnings=tuple(warnings),
+        usable_memory=usable_memory_text(o.placement.gpu_memory_gb, request.headroom, o.placement.num_gpus),
     )

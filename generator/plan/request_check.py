@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from generator.errors import UserError
+from generator.errors import UserError, require_at_least_one
 from generator.estimate.scripts import SCRIPTS
 from generator.estimate.types import LOAD_DTYPES, METHODS, STRATEGIES
 from generator.plan.fabrics import FABRICS
@@ -29,8 +29,7 @@ def check_request(request: PlanRequest) -> None:
         ("--lora-r", r.lora_r),
         ("--doc-tokens", r.doc_tokens),
     ):
-        if value is not None and value < 1:
-            raise UserError(f"{flag} must be at least 1, got {value}")
+        require_at_least_one(flag, value)
     if not 0.0 <= r.headroom < 0.9:
         raise UserError(f"--headroom is the fraction of GPU memory kept free: between 0 and 0.9, got {r.headroom}")
     if not 0 <= r.machine_rank < r.num_machines:

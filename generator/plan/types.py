@@ -83,6 +83,8 @@ class Plan:
     forced: bool = False
     """True when the user forced a strategy that does not fit: written only with --force, and the header says so."""
     warnings: tuple[str, ...] = field(default_factory=tuple)
+    usable_memory: str = ""
+    """Why the usable budget (estimate.capacity_gb) is less than the card: headroom, CUDA context, NCCL buffers."""
 
     @property
     def num_processes(self) -> int:

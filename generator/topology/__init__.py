@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from generator.topology.bandwidth import host_path_busbw_gbps, subset_busbw_gbps
 from generator.topology.build import build_topology
-from generator.topology.cli_args import add_topology_args, parse_gpu_list, topology_from_args
+from generator.topology.cli_args import add_topology_args, parse_gpu_list, require_known_memory, topology_from_args
 from generator.topology.detect import load_topology
 from generator.topology.islands import is_clique, is_switched, island_of, islands
 from generator.topology.machines import DEFAULT_MACHINE, REFERENCE_MACHINES, load_machine
@@ -46,6 +46,7 @@ __all__ = [
     "order_for_hsdp",
     "parse_gpu_list",
     "parse_topo_matrix",
+    "require_known_memory",
     "subset_busbw_gbps",
     "topology_from_args",
     "topology_json",

@@ -5,11 +5,18 @@ Every source (topo -m text, NVML, a bundled machine) ends here, so the link mode
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+from generator.catalog.gpus import find_gpu
 from generator.topology.bandwidth import nvlink_pair_gbps, pcie_path_gbps
 from generator.topology.hardware import Hardware, infer_from_links, lookup
 from generator.topology.types import Gpu, Link, Topology
+
+MEMORY_HINT = (
+    "pass --gpu NAME (e.g. --gpu H100; memory from the GPU catalog) or --gpu-memory-gb N, or put FILE.json with "
+    '{"gpu_name": ..., "memory_gb": ...} beside the topology file'
+)
+"""How to give what `nvidia-smi topo -m` text never says; every message about unknown GPU memory ends with it."""
 
 
 @dataclass(frozen=True)
@@ -66,11 +73,15 @@ def resolve_hardware(raw: RawMatrix, given: Hardware) -> tuple[Hardware, list[st
         guess = " and ".join(assumed)
         what = f"GPU {hw.gpu_name!r} is not in the GPU catalog" if hw.gpu_name else "GPU model not named in the input"
         warnings.append(f"{what}: assumed {guess} for the predicted bandwidths")
-    if hw.memory_gb is None:
+    part = find_gpu(hw.gpu_name)
+    if hw.memory_gb is None and part is not None:
+        hw = replace(hw, memory_gb=part.reported_memory_gb or part.memory_gb)
         warnings.append(
-            "GPU memory unknown (memory_gb is 0): put FILE.json with gpu_name and memory_gb beside the topology file, "
-            "or use --machine"
+            f"GPU memory not given: using the GPU catalog's {hw.memory_gb:g} GB for {part.name}; "
+            "pass --gpu-memory-gb N if this card differs"
         )
+    if hw.memory_gb is None:
+        warnings.append(f"{'GPU memory' if hw.gpu_name else 'GPU name and memory'} unknown: {MEMORY_HINT}")
     return hw, warnings
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import re
 
+from generator.errors import UserError
+from generator.topology.build import MEMORY_HINT
 from generator.topology.detect import load_topology
 from generator.topology.machines import REFERENCE_MACHINES
 from generator.topology.types import Topology
@@ -41,6 +43,13 @@ def add_topology_args(parser: argparse.ArgumentParser) -> None:
         + "; ".join(f"{k}: {v}" for k, v in REFERENCE_MACHINES.items()),
     )
     parser.add_argument(
+        "--gpu",
+        metavar="NAME",
+        help="GPU model where the source does not name it (a --topo-file without its .json), e.g. H100; its memory "
+        "comes from the GPU catalog unless --gpu-memory-gb is given",
+    )
+    parser.add_argument("--gpu-memory-gb", type=float, metavar="GB", help="memory per GPU in GB (decimal)")
+    parser.add_argument(
         "--exclude",
         type=parse_gpu_list,
         default=(),
@@ -50,4 +59,17 @@ def add_topology_args(parser: argparse.ArgumentParser) -> None:
 
 
 def topology_from_args(args: argparse.Namespace) -> Topology:
-    return load_topology(getattr(args, "topo_file", None), getattr(args, "machine", None))
+    return load_topology(
+        getattr(args, "topo_file", None),
+        getattr(args, "machine", None),
+        getattr(args, "gpu", None),
+        getattr(args, "gpu_memory_gb", None),
+    )
+
+
+def require_known_memory(topo: Topology) -> None:
+    """Planning against 0 GB would print negative budgets: refuse with how to say the memory instead."""
+    unknown = [g.index for g in topo.gpus if not g.memory_gb > 0]
+    if unknown:
+        what = "GPU memory" if all(g.name != "unknown GPU" for g in topo.gpus) else "GPU name and memory"
+        raise UserError(f"{what} unknown for {topo.source}: {MEMORY_HINT}")

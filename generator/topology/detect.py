@@ -8,9 +8,12 @@ import shutil
 import subprocess
 from dataclasses import replace
 
+from generator.catalog.gpus import find_gpu
 from generator.errors import UserError
 from generator.fileio import read_text
 from generator.topology.build import RawMatrix, build_topology
+from generator.topology.hardware import Hardware
+from generator.topology.json_file import looks_like_json, topology_from_json
 from generator.topology.machines import (
     DEFAULT_MACHINE,
     REFERENCE_MACHINES,
@@ -25,22 +28,53 @@ from generator.topology.types import Topology
 SMI_TIMEOUT_S = 10.0  # `nvidia-smi topo -m` answers in well under a second; a wedged driver must not hang us
 
 
-def load_topology(topo_file: str | None = None, machine: str | None = None) -> Topology:
-    """A file (`-` = stdin), a bundled machine name, or (both None) this machine's live topology."""
+def load_topology(
+    topo_file: str | None = None,
+    machine: str | None = None,
+    gpu: str | None = None,
+    gpu_memory_gb: float | None = None,
+) -> Topology:
+    """A file (`-` = stdin; `nvidia-smi topo -m` text or saved `topo --json`), a bundled machine name, or (both None)
+    this machine's live topology. `gpu` / `gpu_memory_gb` name the GPUs where the source cannot."""
     if topo_file is not None and machine is not None:
         raise UserError("give either --topo-file or --machine, not both")
+    if gpu_memory_gb is not None and not 0 < gpu_memory_gb < 10_000:
+        raise UserError(f"--gpu-memory-gb must be a positive number of GB, got {gpu_memory_gb:g}")
+    flags = Hardware(gpu_name=gpu or None, memory_gb=gpu_memory_gb)
     if machine is not None:
+        if flags != Hardware():
+            raise UserError(f"--machine {machine} already names its GPUs; --gpu / --gpu-memory-gb go with --topo-file")
         return load_machine(machine)
     if topo_file is not None:
         text = read_text(topo_file, "topology file")
-        meta, where = read_sidecar(topo_file) if topo_file != "-" else (None, None)
         source = "file:-" if topo_file == "-" else f"file:{topo_file}"
         try:
-            return topology_from_text(text, source, meta, f"topology sidecar {where!r}")
+            if looks_like_json(text):
+                return _with_flags(topology_from_json(text, source), flags)
+            meta, where = read_sidecar(topo_file) if topo_file != "-" else (None, None)
+            return topology_from_text(text, source, meta, f"topology sidecar {where!r}", flags)
         except UserError as exc:
             where_text = "standard input" if topo_file == "-" else repr(topo_file)
             raise UserError(f"topology file {where_text}: {exc}") from None
-    return detect_live()
+    return _with_flags(detect_live(), flags)
+
+
+def _with_flags(topo: Topology, flags: Hardware) -> Topology:
+    """--gpu / --gpu-memory-gb over a topology read whole (saved JSON, live detection); a named GPU whose memory is
+    still unknown takes the catalog's figure."""
+    if flags == Hardware():
+        return topo
+    part = find_gpu(flags.gpu_name)
+    catalog_gb = (part.reported_memory_gb or part.memory_gb) if part is not None else None
+    gpus = tuple(
+        replace(
+            g,
+            name=flags.gpu_name or g.name,
+            memory_gb=flags.memory_gb or (g.memory_gb if g.memory_gb > 0 else (catalog_gb or 0.0)),
+        )
+        for g in topo.gpus
+    )
+    return replace(topo, gpus=gpus)
 
 
 def run_nvidia_smi(timeout_s: float = SMI_TIMEOUT_S) -> tuple[str | None, str]:

@@ -76,9 +76,13 @@ def read_sidecar(topo_path: str) -> tuple[dict | None, str | None]:
     return None, None
 
 
-def topology_from_text(text: str, source: str, meta: Any = None, meta_where: str = "") -> Topology:
+def topology_from_text(
+    text: str, source: str, meta: Any = None, meta_where: str = "", flags: Hardware | None = None
+) -> Topology:
+    """`flags` (--gpu / --gpu-memory-gb) win over the sidecar."""
     hw, inter = hardware_from_sidecar(meta, meta_where) if meta is not None else (Hardware(), None)
-    return build_topology(parse_matrix(text), source, given=hw, inter_node_gbps=inter)
+    given = flags.merged(hw) if flags is not None else hw
+    return build_topology(parse_matrix(text), source, given=given, inter_node_gbps=inter)
 
 
 def load_machine(name: str) -> Topology:

@@ -61,6 +61,17 @@ def check_trial_args(args) -> None:
     train_script(args.train_script)
 
 
+def check_trial_device(args, topology) -> None:
+    """GPU trials need GPUs: with none detected (the plan fell back to a reference machine) the trials would only fail
+    one by one, so refuse before running any."""
+    explicit = getattr(args, "topo_file", None) or getattr(args, "machine", None)
+    if args.trial_device == "cuda" and not explicit and topology.source.startswith("machine:"):
+        raise UserError(
+            "--trial measures on this machine's GPUs and no NVIDIA GPU was detected here; run it on the GPU machine, "
+            "or pass --trial-device cpu to exercise the trial over gloo"
+        )
+
+
 def run_trial(args, topology, model, request, bandwidth, config_path: str) -> int:
     """Trial the top candidates (raw predictions, so the calibration ratios stay measured/predicted), write the
     fastest with measured and predicted numbers in its header, and append every measurement to the calibration file."""
@@ -71,6 +82,7 @@ def run_trial(args, topology, model, request, bandwidth, config_path: str) -> in
     from generator.trial.runner import TrialOptions
 
     check_trial_args(args)
+    check_trial_device(args, topology)
     plans = ranked_candidates(topology, model, request, bandwidth, top=args.top)
     opts = TrialOptions(
         args.trial_steps, args.trial_budget_s, args.model_dir, args.dataset, args.trial_device, args.train_script

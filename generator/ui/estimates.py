@@ -9,6 +9,8 @@ from rich.table import Table
 from generator.estimate.types import Estimate
 
 _BREAKDOWN_SHOWN = 3  # largest terms listed beside the peak
+CHOSEN_MARK = "* "
+"""Plain-text prefix of the chosen strategy's row."""
 
 
 def _short_breakdown(e: Estimate) -> str:
@@ -22,8 +24,10 @@ def _fit_cell(e: Estimate) -> str:
 
 
 def render_estimates(estimates: list[Estimate], title: str, highlight: str | None = None) -> Table:
-    """One row per strategy; `highlight` (a strategy name) is shown bold."""
-    table = Table(title=title, title_justify="left")
+    """One row per strategy; `highlight` (a strategy name) is shown bold and marked with CHOSEN_MARK, so the choice
+    still shows where bold does not (a pipe, a log file)."""
+    caption = f"{CHOSEN_MARK.strip()} = the plan's choice" if highlight else None
+    table = Table(title=title, title_justify="left", caption=caption, caption_justify="left")
     table.add_column("strategy")
     table.add_column("peak GB (largest terms)")
     table.add_column("reserved GB", justify="right")
@@ -35,7 +39,7 @@ def render_estimates(estimates: list[Estimate], title: str, highlight: str | Non
     for e in estimates:
         cpu = f" +{e.cpu_gb:.0f} GB CPU" if e.cpu_gb else ""
         table.add_row(
-            e.strategy,
+            f"{CHOSEN_MARK}{e.strategy}" if e.strategy == highlight else e.strategy,
             f"{e.peak_gb:.1f} ({_short_breakdown(e)}){cpu}",
             f"{e.reserved_gb:.1f}",
             _fit_cell(e),

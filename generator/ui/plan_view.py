@@ -12,6 +12,8 @@ from generator.plan.reasons import format_ids
 from generator.plan.types import Plan
 from generator.ui.estimates import estimate_to_dict, render_estimates
 
+PIPE_WIDTH = 200
+"""Columns when stdout is not a terminal: the widest plan table (breakdowns, offload rows) fits on one line."""
 DEFAULT_CONFIG = "accelerate_config.yaml"
 """Path the printed launch command names when no --output is given (nothing is written then)."""
 
@@ -37,13 +39,17 @@ def plan_to_dict(plan: Plan, launch_command: str, config_path: str | None) -> di
         "forced": plan.forced,
         "reasons": list(plan.reasons),
         "warnings": list(plan.warnings),
+        "usable_memory": plan.usable_memory,
         "config_path": config_path,
         "launch_command": launch_command,
     }
 
 
 def print_plan(plan: Plan, launch_command: str, written: list[str], console=None) -> None:
-    console = console or Console(file=sys.stdout)
+    # Not a terminal (make demo, a pipe, a log): rich would cut the table to 80 columns; print it at full width.
+    console = console or Console(file=sys.stdout, width=None if sys.stdout.isatty() else PIPE_WIDTH)
+    for warning in plan.warnings:  # first: a reference-machine fallback must be read before the table it explains
+        console.print(f"[yellow]warning:[/] {escape(warning)}")
     w = plan.workload
     title = f"{plan.model.name}, {w.method} fine-tune, seq {w.seq_len}, {plan.num_processes}x {plan.gpu_name}"
     console.print(render_estimates(list(plan.estimates), title, highlight=plan.strategy))
@@ -55,8 +61,8 @@ def print_plan(plan: Plan, launch_command: str, written: list[str], console=None
     )
     for reason in plan.reasons:
         console.print(f"  - {escape(reason)}")
-    for warning in plan.warnings:
-        console.print(f"[yellow]warning:[/] {escape(warning)}")
+    if plan.usable_memory:
+        console.print(f"  - usable per GPU: {plan.estimate.capacity_gb:.1f} GB = {escape(plan.usable_memory)}")
     if not launch_command:  # the wizard prints the command after writing
         return
     if written:

@@ -82,7 +82,9 @@ def review(topology, model, request, console):
             plan = make_plan(topology, model, request)
         except UserError as exc:
             console.print(f"[red]{exc}[/]", highlight=False)
-            fix = ask(q.RESCUE, {})
+            gpus = request.num_gpus or len(free_gpus(topology, request))
+            split = q.batches_that_split(request, gpus * request.num_machines)
+            fix = ask(q.RESCUE, {"_request": request, "_gpus": gpus, "_split": split})
             if fix == "quit":
                 return None
             request = _rescued(request, fix)
@@ -101,6 +103,8 @@ def review(topology, model, request, console):
 
 
 def _rescued(request, fix: str):
+    if fix.startswith("batch:"):
+        return replace(request, global_batch=int(fix.removeprefix("batch:")))
     if fix == "offload":
         return replace(request, allow_offload=True)
     if fix == "shorter":

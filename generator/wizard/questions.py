@@ -235,19 +235,38 @@ def gpu_count_choices(answers: Answers) -> list[tuple[str, int | None]]:
 
 
 def rescue_choices(answers: Answers) -> list[tuple[str, str]]:
-    return [
-        ("Switch to LoRA", "lora"),
-        ("Switch to QLoRA", "qlora"),
-        ("Allow ZeRO CPU offload (slow)", "offload"),
-        ("Halve the sequence length", "shorter"),
-        ("Quit without writing anything", "quit"),
+    """Only changes that alter the request: a batch that splits over the GPUs first when that is what failed, never
+    the method already chosen (choosing it again would show the same failure forever)."""
+    request: PlanRequest = answers["_request"]
+    choices = [
+        (f"Use global batch {n} (splits over the {answers['_gpus']} GPUs)", f"batch:{n}") for n in answers["_split"]
     ]
+    if request.method == "full":
+        choices.append(("Switch to LoRA", "lora"))
+    if request.method in ("full", "lora"):
+        choices.append(("Switch to QLoRA", "qlora"))
+    if not request.allow_offload and request.strategy == "auto":
+        choices.append(("Allow ZeRO CPU offload (slow)", "offload"))
+    if request.seq_len >= 512:
+        choices.append(("Halve the sequence length", "shorter"))
+    return [*choices, ("Quit without writing anything", "quit")]
+
+
+def batches_that_split(request: PlanRequest, num_gpus: int) -> tuple[int, ...]:
+    """The global batches nearest to the requested one that split over `num_gpus` GPUs; () when it already does."""
+    step = (request.micro_batch or 1) * num_gpus
+    if request.global_batch is None or request.global_batch % step == 0:
+        return ()
+    lower = request.global_batch // step * step
+    return tuple(n for n in (lower, lower + step) if n > 0)
 
 
 REVIEW = QuestionSpec("action", "select", "What now?", review_choices, default="accept")
 STRATEGY = QuestionSpec("strategy", "select", "Strategy:", strategy_choices, default=lambda a: a["_plan"].strategy)
 GPU_COUNT = QuestionSpec("num_gpus", "select", "How many GPUs?", gpu_count_choices)
-RESCUE = QuestionSpec("rescue", "select", "Nothing fits. What now?", rescue_choices, default="lora")
+RESCUE = QuestionSpec(
+    "rescue", "select", "Nothing fits. What now?", rescue_choices, default=lambda a: rescue_choices(a)[0][1]
+)
 WRITE_ANYWAY = QuestionSpec("write_anyway", "confirm", "This strategy does not fit. Write it anyway?", default=False)
 OUTPUT = QuestionSpec(
     "output", "text", "Write the config to:", default="accelerate_config.yaml",
