@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from bench.run_matrix import BENCH_DOC_TOKENS
@@ -91,8 +91,11 @@ class Row:
     """What ran the row: train.py, custom (a plain Accelerate loop) or trainer (TRL SFTTrainer)."""
     doc_tokens: int | None = None
     """Tokens per packed document (sweep rows); matrix rows use the bench data's mean."""
+    key: str = ""
+    """The harness's cell key (sweep rows), which a later file's `supersedes` refers to."""
     role: str = "fit"
-    """fit (the estimator's terms may be fitted to it) or validation (held out: VALIDATION_KEYS)."""
+    """fit (the estimator's terms may be fitted to it), validation (held out: VALIDATION_KEYS) or superseded (a later
+    file of the same harness measured the same cell again after a fix: shown, unscored)."""
 
     @property
     def unmodelled(self) -> bool:
@@ -192,6 +195,7 @@ def _sweep_rows(name: str, data: dict) -> list[Row]:
                 script=c["script"],
                 doc_tokens=c["doc_tokens"],
                 role="validation" if key in VALIDATION_KEYS or c["script"] != "train.py" else "fit",
+                key=key,
             )
         )
     return rows
@@ -240,12 +244,20 @@ def _trial_rows(name: str, data: dict) -> list[Row]:
     ]
 
 
+def _superseded(files: dict[str, dict]) -> set[tuple[str, str]]:
+    """(file, cell key) pairs a later sweep file measured again: its `supersedes` names the earlier file."""
+    return {(d["supersedes"], key) for d in files.values() if "supersedes" in d for key in d["cells"]}
+
+
 def load_rows(files: dict[str, dict]) -> list[Row]:
     rows: list[Row] = []
+    superseded = _superseded(files)
     for name, data in files.items():
         machine = str(data.get("machine", name)).split(":")[0]
         if "cells" in data and all("script" in c for c in data["cells"].values()):
-            rows += _sweep_rows(name, data)
+            rows += [
+                replace(r, role="superseded") if (name, r.key) in superseded else r for r in _sweep_rows(name, data)
+            ]
         elif "cells" in data:
             rows += _matrix_rows(name, data)
         elif "measurements" in data:

@@ -17,7 +17,7 @@ if str(BENCH.parent) not in sys.path:  # run as a script from anywhere
 
 from bench.calibration import RESULTS_DIR, error_pct, load_files, load_rows, measured_busbw, predict  # noqa: E402
 from bench.recommend import verdicts  # noqa: E402
-from bench.targets import explain, judge, judge_validation  # noqa: E402
+from bench.targets import WHY_VALIDATION_MISSED, explain, judge, judge_validation  # noqa: E402
 
 REPORT = BENCH / "REPORT.md"
 IN_SAMPLE = (
@@ -100,7 +100,8 @@ def build(files: dict[str, dict]) -> tuple[str, dict]:
     for r in sorted(rows, key=lambda r: (r.gpus, r.strategy, r.label, r.source)):
         e = predict(r, busbw)
         if r.status != "ok":
-            failed.append([r.label, r.source, r.status, f"{e.reserved_gb:.2f}", f"{e.capacity_gb:.2f}", str(e.fits)])
+            status = r.status + (" (measured again after a fix)" if r.role == "superseded" else "")
+            failed.append([r.label, r.source, status, f"{e.reserved_gb:.2f}", f"{e.capacity_gb:.2f}", str(e.fits)])
         if r.alloc_gb is not None or r.reserved_gb is not None:
             ea = error_pct(e.peak_gb, r.alloc_gb) if r.alloc_gb is not None else None
             mem.append((r, e, ea, r.reserved_gb and error_pct(e.reserved_gb, r.reserved_gb)))
@@ -108,6 +109,7 @@ def build(files: dict[str, dict]) -> tuple[str, dict]:
             tput.append((r, e, error_pct(e.tokens_per_s_per_gpu, r.tps)))
     recs = verdicts(rows, busbw)
     held_mem, held_tput = [m for m in mem if m[0].role == "validation"], [t for t in tput if t[0].role == "validation"]
+    old = [m for m in mem if m[0].role == "superseded"]
     mem, tput = [m for m in mem if m[0].role == "fit"], [t for t in tput if t[0].role == "fit"]
     results = judge([m for m in mem if not m[0].unmodelled], [t for t in tput if not t[0].unmodelled], recs)
     held = judge_validation(held_mem, held_tput)
@@ -131,8 +133,17 @@ def build(files: dict[str, dict]) -> tuple[str, dict]:
     md += ["", "## Validation rows (held out: never used to fit any term)", ""]
     md += [VALIDATION_NOTE, ""]
     md += _table(["target", "rows", "result", "worst"], [[t.name, str(t.rows), t.result, t.worst] for t in held])
-    md += ["", *(line for t in held if t.result == "missed" for line in explain(t))]
+    md += ["", *(line for t in held if t.result == "missed" for line in explain(t, WHY_VALIDATION_MISSED))]
     md += validation_tables(held_mem, held_tput)
+    if old:
+        md += ["", "Rows measured again after a fix (the later file's `supersedes`), shown, unscored:", ""]
+        md += _table(
+            ["row", "source", "alloc measured", "predicted", "reserved measured", "predicted"],
+            [
+                [r.label, r.source, _f(r.alloc_gb), _f(e.peak_gb), _f(r.reserved_gb), _f(e.reserved_gb)]
+                for r, e, *_ in old
+            ],
+        )
     md += ["", "## Peak memory per GPU (GB)", "", f"![peak memory]({PLOTS['memory']})", ""]
     md += _table(
         [
