@@ -123,8 +123,8 @@ def plan_command(cell: Cell, cfg: Path) -> list[str]:
         "--strategy", cell.strategy, "--method", cell.method, "--seq-len", str(cell.seq_len),
         "--micro-batch", str(cell.micro_batch), "--global-batch", str(cell.micro_batch),
         "--grad-checkpointing", "on" if cell.ckpt else "off", "--output", str(cfg), "--force", "--json",
-        *(["--liger"] if cell.liger else []),
-        *(["--attention", "flex", "--doc-tokens", str(cell.doc_tokens)] if cell.attention == "flex" else []),
+        "--liger" if cell.liger else "--no-liger", "--attention", cell.attention, "--doc-tokens", str(cell.doc_tokens),
+        "--script", cell.script,
     ]  # fmt: skip
 
 
