@@ -137,11 +137,21 @@ def load_files(results_dir: Path = RESULTS_DIR) -> dict[str, dict]:
     return {p.name: json.loads(p.read_text()) for p in sorted(results_dir.glob("*.json"))}
 
 
+def _measured(c: dict) -> dict:
+    """Row fields of a cell's measurement: peaks and tokens/s of a cell that ran, none of one that did not."""
+    if c.get("status") != "ok":
+        return {}
+    m = c.get("measured") or {}
+    return dict(
+        alloc_gb=m.get("peak_allocated_gb"), reserved_gb=m.get("peak_reserved_gb"), tps=m.get("tokens_per_s_per_gpu")
+    )
+
+
 def _matrix_rows(name: str, data: dict) -> list[Row]:
     rows = []
     for key in sorted(data["cells"]):
         c = data["cells"][key]
-        m, cmd = c.get("measured") or {}, shlex.split(c.get("command", ""))
+        cmd = shlex.split(c.get("command", ""))
         load = cmd[cmd.index("--load-dtype") + 1] if "--load-dtype" in cmd else "fp32"  # train.py's default
         rows.append(
             Row(
@@ -157,9 +167,7 @@ def _matrix_rows(name: str, data: dict) -> list[Row]:
                 liger="--liger" in cmd,
                 grad_accum=(c.get("config") or {}).get("gradient_accumulation_steps", 1),
                 status=c.get("status", "error"),
-                alloc_gb=m.get("peak_allocated_gb") if c.get("status") == "ok" else None,
-                reserved_gb=m.get("peak_reserved_gb") if c.get("status") == "ok" else None,
-                tps=m.get("tokens_per_s_per_gpu") if c.get("status") == "ok" else None,
+                **_measured(c),
                 from_matrix=True,
                 compiled="--dynamo_backend" in cmd,
                 flex="flex_attention" in cmd,
@@ -172,7 +180,7 @@ def _sweep_rows(name: str, data: dict) -> list[Row]:
     rows = []
     for key in sorted(data["cells"]):
         c = data["cells"][key]
-        m, cmd, ok = c.get("measured") or {}, shlex.split(c.get("command", "")), c.get("status") == "ok"
+        cmd = shlex.split(c.get("command", ""))
         default = SCRIPT_LOAD_DTYPE[c["script"]]
         rows.append(
             Row(
@@ -187,9 +195,7 @@ def _sweep_rows(name: str, data: dict) -> list[Row]:
                 load_dtype=cmd[cmd.index("--load-dtype") + 1] if "--load-dtype" in cmd else default,
                 liger=c["liger"],
                 status=c.get("status", "error"),
-                alloc_gb=m.get("peak_allocated_gb") if ok else None,
-                reserved_gb=m.get("peak_reserved_gb") if ok else None,
-                tps=m.get("tokens_per_s_per_gpu") if ok else None,
+                **_measured(c),
                 flex=c["attention"] == "flex",
                 bucket_view=c["script"] == "train.py",
                 script=c["script"],

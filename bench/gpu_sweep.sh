@@ -9,15 +9,9 @@
 set -uo pipefail
 BUDGET=${1:?budget in seconds}
 T0=$(date +%s)
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1  # never NVLink multicast here
-export PYTHONUNBUFFERED=1 CUDA_DEVICE_ORDER=PCI_BUS_ID HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+source bench/gpu_env.sh
 OUT=${OUT:-/tmp/gpu-sweep-out}
 mkdir -p "$OUT"
-if [ -d .whl ] && [ ! -f /tmp/site/.installed ]; then  # packages the image lacks, carried as wheels
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-        && touch /tmp/site/.installed || exit 1
-fi
-export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 WORK=/tmp/bench-sweep
 RES=/tmp/sweep.json
 SEED=bench/results/${SWEEP_NAME:-h200-x1-sweep-$(date +%F)}.json

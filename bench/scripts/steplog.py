@@ -19,6 +19,8 @@ import statistics
 import time
 from pathlib import Path
 
+from training.estimates import gpu_peak_tflops  # the same MFU denominator as train.py's logs
+
 
 def tokens_per_step_per_gpu(micro_batch: int, grad_accum: int, seq_len: int) -> int:
     return micro_batch * grad_accum * seq_len
@@ -31,19 +33,6 @@ def flops_per_token(config, model_name: str, seq_len: int) -> float | None:
         from generator.model import spec_from_config
 
         return float(est_flops(spec_from_config(config.to_dict(), model_name), seq_len))
-    except Exception:
-        return None
-
-
-def gpu_peak_tflops() -> float | None:
-    import torch
-
-    if not torch.cuda.is_available():
-        return None
-    try:
-        from generator.estimate import gpu_peak_tflops as peak
-
-        return float(peak(torch.cuda.get_device_name()))
     except Exception:
         return None
 

@@ -1,0 +1,9 @@
+# Sourced by bench/gpu_session.sh and bench/gpu_sweep.sh on the GPU machine: the launch environment every benchmark
+# process inherits, and the packages the image lacks (carried as wheels in .whl/, installed once per machine).
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1  # never NVLink multicast here
+export PYTHONUNBUFFERED=1 CUDA_DEVICE_ORDER=PCI_BUS_ID HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+if [ -d .whl ] && [ ! -f /tmp/site/.installed ]; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+        && touch /tmp/site/.installed || exit 1
+fi
+export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
