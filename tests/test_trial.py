@@ -23,7 +23,10 @@ from generator.plan.types import PlanRequest
 from generator.topology.machines import load_machine
 
 ROOT = Path(__file__).resolve().parents[1]
-TINY_PLAN = ["--machine", "h200-sxm-2", "--num-gpus", "1", "--strategy", "ddp", "--grad-checkpointing", "off"]
+# Kernels pinned: these tests are about the trial's mechanics, not the kernel choice (tests/test_plan_kernels.py).
+TINY_PLAN = ["--machine", "h200-sxm-2", "--num-gpus", "1", "--strategy", "ddp", "--grad-checkpointing", "off",
+             "--attention", "sdpa", "--no-liger"]  # fmt: skip
+SDPA = {"attention": "sdpa", "liger": False}
 FAKE_LAUNCHER = textwrap.dedent(
     """
     # Stands in for `accelerate launch`: micro-batch 8 runs out of memory, others log 6 steps (faster for smaller
@@ -89,7 +92,8 @@ def test_cpu_trial_writes_the_measured_fastest_and_records_both(tmp_path):
 def test_out_of_memory_is_reported_and_the_next_candidate_runs(tmp_path):
     cal, out = tmp_path / "cal.json", tmp_path / "best.yaml"
     r = cli("--model", "mistral-7b", "--machine", "h200-sxm-2", "--num-gpus", "1", "--strategy", "ddp",
-            "--grad-checkpointing", "off", "--seq-len", "256", "--trial", "--top", "3", "--calibration-file", str(cal),
+            "--grad-checkpointing", "off", "--seq-len", "256", "--attention", "sdpa", "--no-liger",
+            "--trial", "--top", "3", "--calibration-file", str(cal),
             "--output", str(out), env=fake_env(tmp_path), timeout=60)  # fmt: skip
     assert r.returncode == 0, r.stderr + r.stdout
     assert "trial 1/3: ddp on GPUs 0, micro-batch 8" in r.stdout
@@ -143,7 +147,7 @@ def test_ctrl_c_kills_the_trial_process_group(tmp_path):
 
 def test_ranked_candidates_start_with_the_plan_and_are_distinct():
     topo, model = load_machine("hgx-h200-8"), load_model("mistral-7b")
-    request = PlanRequest(seq_len=2048)
+    request = PlanRequest(seq_len=2048, **SDPA)
     plans = ranked_candidates(topo, model, request, top=4)
     assert plans[0] == make_plan(topo, model, request)
     keys = {(p.strategy, p.gpu_ids, p.workload.micro_batch, p.workload.grad_checkpointing) for p in plans}
@@ -154,7 +158,7 @@ def test_ranked_candidates_start_with_the_plan_and_are_distinct():
 
 def test_calibration_corrects_later_plans_and_resets(tmp_path, capsys):
     base = ["plan", "--model", "mistral-7b", "--machine", "h200-sxm-2", "--num-gpus", "2", "--strategy", "fsdp",
-            "--seq-len", "4096", "--json"]  # fmt: skip
+            "--seq-len", "4096", "--attention", "sdpa", "--no-liger", "--json"]  # fmt: skip
     cal = tmp_path / "cal.json"
     assert main([*base, "--calibration-file", str(cal)]) == 0
     raw = json.loads(capsys.readouterr().out)["chosen"]
@@ -183,11 +187,13 @@ def test_wizard_trial_question_only_with_a_detected_gpu_and_writes_the_fastest(t
         monkeypatch.setenv(k, v)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     topo, model = load_machine("h200-sxm-2"), load_model("mistral-7b")
-    request = PlanRequest(seq_len=256, num_gpus=1, strategy="ddp", grad_checkpointing="off", micro_batch=4)
+    request = PlanRequest(seq_len=256, num_gpus=1, strategy="ddp", grad_checkpointing="off", micro_batch=4, **SDPA)
     accepted = make_plan(topo, model, request)
     lines = []
     console = type("C", (), {"print": lambda self, text, **kw: lines.append(text)})()
-    best, notes = trial_accepted(topo, model, PlanRequest(seq_len=256, grad_checkpointing="off"), accepted, console)
+    best, notes = trial_accepted(
+        topo, model, PlanRequest(seq_len=256, grad_checkpointing="off", **SDPA), accepted, console
+    )
     assert "trial 1/3: ddp on GPUs 0, micro-batch 4" in lines[0]  # the accepted plan is trialled first
     assert best.workload.micro_batch == 2 and notes[0].startswith("Trial (measured")
     records = json.loads((tmp_path / "cache" / "dist-config-generator" / "calibration.json").read_text())
@@ -197,7 +203,7 @@ def test_wizard_trial_question_only_with_a_detected_gpu_and_writes_the_fastest(t
 def test_a_model_dir_without_weights_trials_its_architecture_with_random_weights(tmp_path):
     from generator.trial.runner import TrialOptions, trial_args
 
-    plan = make_plan(load_machine("h200-sxm-2"), load_model("mistral-7b"), PlanRequest(seq_len=512, num_gpus=2))
+    plan = make_plan(load_machine("h200-sxm-2"), load_model("mistral-7b"), PlanRequest(seq_len=512, num_gpus=2, **SDPA))
     config_only, weights = tmp_path / "config-only", tmp_path / "weights"
     config_only.mkdir()
     weights.mkdir()

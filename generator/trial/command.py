@@ -4,6 +4,7 @@ planning path stays small; nothing here imports torch)."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 from generator.errors import UserError
 
@@ -83,6 +84,9 @@ def run_trial(args, topology, model, request, bandwidth, config_path: str) -> in
 
     check_trial_args(args)
     check_trial_device(args, topology)
+    if args.trial_device == "cpu":  # flex_attention has no CPU backward and Liger's kernels are Triton (GPU only)
+        request = replace(request, attention="sdpa" if request.attention == "auto" else request.attention)
+        request = replace(request, liger=bool(request.liger))
     plans = ranked_candidates(topology, model, request, bandwidth, top=args.top)
     opts = TrialOptions(
         args.trial_steps, args.trial_budget_s, args.model_dir, args.dataset, args.trial_device, args.train_script
