@@ -173,23 +173,28 @@ def run(args) -> int:
         )
     fixed_path = None
     if args.fix:
-        from generator.check.fix import dump_config, fix_config
+        from generator.check.fix import changes, dump_config, fix_config
         from generator.fileio import atomic_write
 
         fixed, applied = fix_config(cfg, ctx)
+        changed = changes(cfg, fixed, applied)
         remaining = run_rules(fixed, ctx)
         header = f"# Corrected by `python -m generator check --fix` from {args.config}\n"
         fixed_path = str(atomic_write(args.output, header + dump_config(fixed), force=args.force))
     assumed = assumed_line(ctx, args) if ctx.model is not None else None
     if args.json:
-        print(render_json(args.config, findings, fixed_path, assumed))
+        print(
+            render_json(args.config, findings, fixed_path, assumed, [c.line() for c in changed] if args.fix else None)
+        )
     else:
         if assumed:
             print(assumed)
         print_findings(findings, args.config)
         if args.fix:
             left = [f for f in remaining if f.severity != "info"]
-            print(f"wrote {fixed_path}: applied {len(applied)} fix(es); {len(left)} finding(s) need a human")
+            print(f"wrote {fixed_path}: {len(changed)} key(s) changed; {len(left)} finding(s) need a human")
+            for c in changed:
+                print("  " + c.line())
             for f in left:
                 print("  " + f.line())
     return exit_code(remaining) if args.fix else exit_code(findings)
