@@ -28,17 +28,35 @@ def measured_busbw() -> float | None:
         return None
 
 
+DISAGREE = 0.10
+"""A prediction further than this from its measured row is said to differ, in the recipe itself."""
+
+
 def measured_run_line(plan) -> str:
     """The README line for the recipe's own configuration measured under train.py: the plan --trial record with its
-    strategy, micro-batch and checkpointing, else the benchmark-matrix cell, else a pointer to the matrix."""
-    return (
-        _trial_line(plan)
-        or _matrix_line(plan)
-        or f"- Training on this machine: every strategy measured in `{MATRIX_FILE}` (see bench/REPORT.md)"
-    )
+    strategy, micro-batch and checkpointing, else the benchmark-matrix cell, else that this configuration itself was
+    not measured. A prediction more than DISAGREE off the measured row says so on the same line."""
+    found = _trial_line(plan) or _matrix_line(plan)
+    if found is None:
+        return (
+            "- Training on this machine: this exact configuration was not measured (predicted only); the strategies "
+            f"measured there are in `{MATRIX_FILE}` (see bench/REPORT.md)"
+        )
+    line, tokens, reserved = found
+    e, off = plan.estimate, []
+    for what, predicted, measured, unit in (
+        ("tokens/s per GPU", e.tokens_per_s_per_gpu, tokens, ""),
+        ("reserved memory", e.reserved_gb, reserved, " GB"),
+    ):
+        if abs(predicted / measured - 1) > DISAGREE:
+            gap = predicted / measured - 1
+            off.append(f"{what} {predicted:,.1f}{unit} predicted vs {measured:,.1f}{unit} measured ({gap:+.0%})")
+    if off:
+        line += f". The prediction differs from this measurement by more than {DISAGREE:.0%}: {'; '.join(off)}"
+    return line
 
 
-def _matrix_line(plan) -> str | None:
+def _matrix_line(plan) -> tuple[str, float, float] | None:
     """The benchmark-matrix cell with this recipe's strategy, micro-batch, checkpointing and levers (Liger, flex
     attention), without accumulation, from the newest matrix that ran it."""
     w = plan.workload
@@ -50,16 +68,17 @@ def _matrix_line(plan) -> str | None:
         cell = (json.loads(path.read_text())["cells"] if path.exists() else {}).get(key, {})
         if cell.get("status") == "ok":
             m = cell["measured"]
-            return (
+            line = (
                 f"- Measured on this machine with train.py (benchmark matrix, {MATRIX_WHEN}, the same strategy, "
                 f"micro-batch, checkpointing and kernels, global batch {w.micro_batch * plan.num_processes} instead "
                 f"of {plan.global_batch}): {m['tokens_per_s_per_gpu']:,.0f} tokens/s per GPU, MFU {m['mfu']:.1%}, "
                 f"{m['peak_allocated_gb']:.1f} GB allocated, {m['peak_reserved_gb']:.1f} GB reserved: `{name}`"
             )
+            return line, m["tokens_per_s_per_gpu"], m["peak_reserved_gb"]
     return None
 
 
-def _trial_line(plan) -> str | None:
+def _trial_line(plan) -> tuple[str, float, float] | None:
     """The trial measurement of this recipe's strategy, micro-batch and checkpointing on the measured machine."""
     w = plan.workload
     path = REPO / TRIAL_FILE
@@ -74,9 +93,10 @@ def _trial_line(plan) -> str | None:
     if not same:
         return None
     r = same[0]
-    return (
+    line = (
         f"- Measured on this machine with train.py (`plan --trial`, {r['time'][:10]}, the same strategy, micro-batch "
         f"and checkpointing, global batch {r['micro_batch'] * r['num_processes'] * r['grad_accum']} instead of "
         f"{plan.global_batch}): {r['measured_tokens_per_s_per_gpu']:,.0f} tokens/s per GPU, "
         f"{r['measured_peak_reserved_gb']:.1f} GB reserved: `{TRIAL_FILE}`"
     )
+    return line, r["measured_tokens_per_s_per_gpu"], r["measured_peak_reserved_gb"]

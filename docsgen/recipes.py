@@ -28,6 +28,12 @@ from generator.ui.request import request_from_args
 RECIPES_DIR = "recipes"
 CONFIG_NAME = "config.yaml"
 COMMON = ("--model", "mistral-7b", "--global-batch", "64")
+DATA_ARGS = ("--dataset", "recipes/data/synthetic_instruct.jsonl", "--max-steps", "100")
+"""Written out in every train command, although they are train.py's defaults, so a copied command says what it
+trains on and for how long (tests/test_recipes_commands.py keeps them equal to train.py's defaults)."""
+DATA_NOTE = (
+    "# recipes/data/ is a small synthetic sample: replace --dataset with your data and --max-steps with your run"
+)
 
 
 @dataclass(frozen=True)
@@ -61,7 +67,7 @@ RECIPES: tuple[Recipe, ...] = (
         "is a real capture and its all-reduce bandwidth was measured).",
     ),
     Recipe(
-        "h200-sxm-2-full-fast", "2x H200 SXM, fastest measured kernels (Liger + flex attention)",
+        "h200-sxm-2-full-fast", "2x H200 SXM with Liger + flex attention (predicted fastest; not measured as a whole)",
         ("--machine", "h200-sxm-2", *COMMON, "--liger", "--attention", "flex"),
         "The measured machine with the two kernel levers that paid off there: Liger's fused kernels (no full logits "
         "tensor, so a larger micro-batch fits) and flex attention, which skips the attention tiles packing masks out "
@@ -120,13 +126,20 @@ def regenerate(out_dir: str | Path = RECIPES_DIR) -> list[Path]:
         config = f"{RECIPES_DIR}/{recipe.name}/{CONFIG_NAME}"
         emitted = render(plan, config)
         for path, text in emitted.files.items():
+            # the SLURM script stays as `plan` writes it: the README's plan command must rewrite it byte for byte
             texts[str(Path(path).relative_to(RECIPES_DIR))] = text
         rank1 = render(replace(plan, machine_rank=1), config).launch_command if plan.num_machines > 1 else None
         files = sorted(str(Path(p).relative_to(f"{RECIPES_DIR}/{recipe.name}")) for p in emitted.files)
-        texts[f"{recipe.name}/README.md"] = recipe_readme(recipe, plan, emitted.launch_command, rank1, files)
+        rank0, rank1 = with_data(emitted.launch_command), rank1 and with_data(rank1)
+        texts[f"{recipe.name}/README.md"] = recipe_readme(recipe, plan, rank0, rank1, files)
         rows.append((recipe, plan))
     texts["README.md"] = index_readme(rows)
     return sorted(atomic_write(out_dir / name, text, force=True) for name, text in texts.items())
+
+
+def with_data(command: str) -> str:
+    """The train command with --dataset and --max-steps written out."""
+    return f"{command} {shlex.join(DATA_ARGS)}"
 
 
 def numbers(recipe: Recipe, plan) -> list[str]:
@@ -188,7 +201,7 @@ def recipe_readme(recipe: Recipe, plan, command: str, rank1: str | None, files: 
     ]
     if rank1 is None:
         gpus = f"{len(plan.gpu_ids)} GPU" + ("s" if len(plan.gpu_ids) > 1 else "")
-        lines += [f"Train ({gpus}; from the repository root):", "", "```sh", command, "```"]
+        lines += [f"Train ({gpus}; from the repository root):", "", "```sh", DATA_NOTE, command, "```"]
     else:
         lines += multinode_section(recipe, plan, command, rank1) + fabric_section(recipe)
     return "\n".join(lines) + "\n"
@@ -211,6 +224,7 @@ def multinode_section(recipe: Recipe, plan, rank0: str, rank1: str) -> list[str]
         "address is `main_process_ip`):",
         "",
         "```sh",
+        DATA_NOTE,
         rank0,
         rank1,
         "```",

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass
+from typing import Any
 
 import yaml
 
@@ -43,6 +45,56 @@ def fix_config(cfg: dict, ctx: CheckContext) -> tuple[dict, list[Finding]]:
         fixed.extend(todo)
         current = nxt
     return current, fixed
+
+
+@dataclass(frozen=True)
+class Change:
+    """One key --fix changed, with the finding that changed it last."""
+
+    key: str
+    """Dotted key path, e.g. "fsdp_config.fsdp_reshard_after_forward"."""
+    old: Any
+    """The value before, or DELETE when the key was added."""
+    new: Any
+    """The value after, or DELETE when the key was removed."""
+    why: str
+    """The fix of the finding that made the change, as its line printed it."""
+
+    def line(self) -> str:
+        if self.new is DELETE:
+            what = f"removed (was {self.old!r})"
+        elif self.old is DELETE:
+            what = f"added {self.new!r}"
+        else:
+            what = f"{self.old!r} -> {self.new!r}"
+        return f"{self.key}: {what}; {self.why}"
+
+
+def _flat(cfg: dict, prefix: tuple = ()) -> dict[tuple, Any]:
+    out: dict[tuple, Any] = {}
+    for k, v in cfg.items():
+        if isinstance(v, dict) and v:
+            out |= _flat(v, (*prefix, k))
+        else:
+            out[(*prefix, k)] = v
+    return out
+
+
+def changes(before: dict, after: dict, applied: list[Finding]) -> list[Change]:
+    """Every key whose value differs between `before` and `after`, in file order, each with the last finding whose
+    patch touched it (a rename is two lines: the old key removed and the new one added, both for the same reason)."""
+    old, new = _flat(before), _flat(after)
+    out = []
+    for path in [*old, *(p for p in new if p not in old)]:
+        a, b = old.get(path, DELETE), new.get(path, DELETE)
+        if a is not DELETE and b is not DELETE and a == b and type(a) is type(b):
+            continue
+        touched = [f for f in applied if any(path[: len(p)] == p or p[: len(path)] == path for p, _ in f.patch)]
+        last = touched[-1] if touched else None
+        # a bare "remove it." says what, not why: the problem says why
+        why = "no finding named it" if last is None else last.problem if last.fix == "remove it." else last.fix
+        out.append(Change(".".join(map(str, path)), a, b, why))
+    return out
 
 
 def dump_config(cfg: dict) -> str:

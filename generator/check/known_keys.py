@@ -30,10 +30,12 @@ FSDP = frozenset(
 # FSDP1 keys that FSDP2 ignores or drops, with what to do instead.
 FSDP1_ONLY = {
     "fsdp_sharding_strategy": "use fsdp_reshard_after_forward: true/false (and parallelism_config for HSDP)",
-    "fsdp_backward_prefetch": "remove it: FSDP2 always prefetches like BACKWARD_PRE",
-    "fsdp_forward_prefetch": "remove it: FSDP2 does not implement forward prefetch",
-    "fsdp_sync_module_states": "remove it: FSDP2 broadcasts from rank 0 itself",
-    "fsdp_use_orig_params": "remove it: FSDP2 always uses the original parameters",
+    "fsdp_backward_prefetch": "remove it: FSDP2 has no such setting and always prefetches the next layer's all-gather "
+    "in backward, as BACKWARD_PRE did",
+    "fsdp_forward_prefetch": "remove it: FSDP2 does not implement forward prefetch (a true value raises ValueError)",
+    "fsdp_sync_module_states": "remove it: FSDP2 needs no sync; with fsdp_cpu_ram_efficient_loading accelerate loads "
+    "the weights on rank 0 and broadcasts them into the shards",
+    "fsdp_use_orig_params": "remove it: FSDP2 always trains the original parameters (as DTensor shards)",
 }
 FSDP_SHARDING = ("FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD", "HYBRID_SHARD_ZERO2")
 WRAP_POLICIES = ("TRANSFORMER_BASED_WRAP", "SIZE_BASED_WRAP", "NO_WRAP")

@@ -10,6 +10,7 @@ from generator.check import (
     rules_multinode,
     rules_schema,
     rules_sections,
+    rules_sharding,
     rules_topology,
 )
 from generator.check.types import SEVERITIES, CheckContext, Finding
@@ -22,6 +23,7 @@ RULES = [
     *rules_deepspeed.RULES,
     *rules_multinode.RULES,
     *rules_topology.RULES,
+    *rules_sharding.RULES,
     *rules_memory.RULES,
 ]
 

@@ -15,13 +15,21 @@ def summary(findings: list[Finding]) -> str:
     return f"{counts['error']} error(s), {counts['warning']} warning(s), {counts['info']} note(s): {verdict}"
 
 
-def render_json(path: str, findings: list[Finding], fixed_path: str | None = None) -> str:
+def render_json(
+    path: str,
+    findings: list[Finding],
+    fixed_path: str | None = None,
+    assumed: str | None = None,
+    changes: list[str] | None = None,
+) -> str:
     return json.dumps(
         {
             "config": path,
+            "assumed": assumed,
             "exit_code": exit_code(findings),
             "findings": [f.as_dict() for f in findings],
             "fixed_output": fixed_path,
+            "changes": changes,
         },
         indent=2,
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from generator.catalog.strategies import FSDP1_SHARDING
 from generator.check import known_keys as K
 from generator.check.types import DELETE, CheckContext, Finding
-from generator.check.view import as_bool, as_int, distributed_type, section
+from generator.check.view import as_bool, as_int, distributed_type, num_machines, per_node_processes, section
 
 S = "fsdp_config"
 # FSDP1 sharding strategy -> FSDP2 reshard_after_forward (HYBRID loses its replication: see hsdp rules).
@@ -21,17 +21,16 @@ def fsdp_version(cfg: dict, ctx: CheckContext) -> list[Finding]:
     if fsdp is None:
         return []
     if "fsdp_version" not in fsdp:
-        hybrid = str(fsdp.get("fsdp_sharding_strategy", "")).upper().startswith("HYBRID")
-        target = 1 if hybrid else 2
-        why = "FSDP1 HYBRID_SHARD needs version 1" if hybrid else "FSDP2 is what accelerate's wizard now writes"
+        # FSDP1's keys all have an FSDP2 meaning (HYBRID_* included: parallelism_config), so --fix moves to version 2
         return [
             Finding(
                 "warning",
                 f"{S}.fsdp_version",
                 "missing: accelerate launch then runs FSDP1 (its default is 1, the wizard's is 2).",
-                f"write fsdp_version: {target} explicitly ({why}).",
+                "write fsdp_version: 2 explicitly (FSDP2 is what accelerate's wizard now writes; --fix maps the FSDP1 "
+                "keys to their FSDP2 meaning), or fsdp_version: 1 to keep FSDP1.",
                 "fsdp_version",
-                (((S, "fsdp_version"), target),),
+                (((S, "fsdp_version"), 2),),
             )
         ]
     if as_int(fsdp["fsdp_version"]) not in (1, 2):
@@ -59,16 +58,7 @@ def fsdp1_keys_under_fsdp2(cfg: dict, ctx: CheckContext) -> list[Finding]:
         patch: tuple = (((S, key), DELETE),)
         severity = "warning"
         if key == "fsdp_sharding_strategy":
-            strat = str(fsdp[key]).upper()
-            if strat in RESHARD and "fsdp_reshard_after_forward" not in fsdp:
-                patch += (((S, "fsdp_reshard_after_forward"), RESHARD[strat]),)
-            if strat.startswith("HYBRID") or strat in ("4", "5"):
-                advice = (
-                    "for hybrid sharding under FSDP2 add parallelism_config_dp_replicate_size / "
-                    "parallelism_config_dp_shard_size; --fix only sets fsdp_reshard_after_forward"
-                )
-            if strat in ("NO_SHARD", "3"):
-                advice, patch = "NO_SHARD is plain data parallel: use distributed_type: MULTI_GPU", ()
+            advice, patch = _sharding_strategy(cfg, str(fsdp[key]).upper(), patch)
         if key == "fsdp_sync_module_states" and as_bool(fsdp[key], True) is False:
             severity = "error" if as_bool(fsdp.get("fsdp_cpu_ram_efficient_loading"), True) else severity
         out.append(
@@ -83,6 +73,37 @@ def fsdp1_keys_under_fsdp2(cfg: dict, ctx: CheckContext) -> list[Finding]:
             )
         )
     return out
+
+
+def _sharding_strategy(cfg: dict, strat: str, patch: tuple) -> tuple[str, tuple]:
+    """(advice, patch) moving an FSDP1 sharding strategy to FSDP2: reshard_after_forward, and for HYBRID_* across
+    machines the parallelism_config mesh FSDP1 built implicitly (shard inside a machine, replicate across machines)."""
+    fsdp = section(cfg, S)
+    mode = FSDP1_SHARDING.get(strat, (True, False))
+    if mode is None:
+        return "NO_SHARD is plain data parallel: use distributed_type: MULTI_GPU", ()
+    reshard, hybrid = mode
+    advice = f"{strat} is fsdp_reshard_after_forward: {str(reshard).lower()} under FSDP2"
+    if "fsdp_reshard_after_forward" not in fsdp:
+        patch += (((S, "fsdp_reshard_after_forward"), reshard),)
+    if not hybrid:
+        return advice, patch
+    machines, per_node = num_machines(cfg), per_node_processes(cfg)
+    if machines == 1 or per_node is None:
+        advice += (
+            " (FSDP1's hybrid group is the whole machine, so on one machine it was plain sharding; for NVLink-island "
+            "shard groups add parallelism_config_dp_shard_size / parallelism_config_dp_replicate_size)"
+        )
+        return advice, patch
+    if section(cfg, "parallelism_config"):
+        return advice + ", with the hybrid mesh in the existing parallelism_config", patch
+    advice += (
+        f", and its hybrid mesh is parallelism_config_dp_shard_size {per_node} (each machine) x "
+        f"parallelism_config_dp_replicate_size {machines} (across machines)"
+    )
+    mesh = {"dp_replicate": machines, "dp_shard": per_node, "tp": 1, "cp": 1}
+    patch += tuple((("parallelism_config", f"parallelism_config_{k}_size"), v) for k, v in mesh.items())
+    return advice, patch
 
 
 def reshard_after_forward(cfg: dict, ctx: CheckContext) -> list[Finding]:

@@ -6,7 +6,7 @@ from generator.check.types import CheckContext, Finding
 from generator.check.view import as_int, gpu_ids, num_machines, per_node_processes, section, strategy
 
 
-def _placement(cfg: dict, ctx: CheckContext, gpus: int):
+def placement_of(cfg: dict, ctx: CheckContext, gpus: int):
     from generator.estimate.types import Placement
     from generator.topology import subset_busbw_gbps
 
@@ -38,7 +38,7 @@ def memory_fit(cfg: dict, ctx: CheckContext) -> list[Finding]:
     gpus = per_node_processes(cfg) or 1
     if gpus > len(ctx.topo.gpus):
         return []
-    placement = _placement(cfg, ctx, gpus)
+    placement = placement_of(cfg, ctx, gpus)
     est = estimate(ctx.model, ctx.workload, placement, name)
     w = ctx.workload
     what = f"{ctx.model.name}, {w.method}, seq {w.seq_len}, micro-batch {w.micro_batch}, --script {w.script}"

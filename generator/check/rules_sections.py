@@ -43,6 +43,11 @@ def section_types(cfg: dict, ctx: CheckContext) -> list[Finding]:
     return out
 
 
+def _fsdp2_after_fix(fsdp: dict) -> bool:
+    """FSDP2 is what runs: fsdp_version 2, or missing (the fsdp_version rule's fix writes 2)."""
+    return str(fsdp.get("fsdp_version", 2)).strip() == "2"
+
+
 def unknown_section_keys(cfg: dict, ctx: CheckContext) -> list[Finding]:
     out = []
     for name, (known, prefix) in K.SECTIONS.items():
@@ -82,7 +87,13 @@ def unknown_section_keys(cfg: dict, ctx: CheckContext) -> list[Finding]:
                 )
                 continue
             guess = difflib.get_close_matches(effective, sorted(known), n=1, cutoff=0.8)
-            if guess and guess[0] not in sec:
+            if guess and guess[0] in K.FSDP1_ONLY and name == "fsdp_config" and _fsdp2_after_fix(sec):
+                # renaming it would only create a key that FSDP2 ignores too (and --fix would then drop it)
+                fix, patch = (
+                    f"it means {guess[0]}, which FSDP2 ignores: {K.FSDP1_ONLY[guess[0]]}.",
+                    (((name, key), DELETE),),
+                )
+            elif guess and guess[0] not in sec:
                 fix, patch = f"rename it to {guess[0]}.", (((name, key), DELETE), ((name, guess[0]), sec[key]))
             else:
                 fix, patch = "remove it.", (((name, key), DELETE),)

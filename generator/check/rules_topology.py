@@ -1,15 +1,16 @@
-"""Rules that need this machine's wiring: ids spanning NVLink islands, sharding over PCIe, HSDP groups vs islands.
+"""Rules that need this machine's wiring: ids spanning NVLink islands, HSDP groups vs islands (sharding over slow
+links: rules_sharding).
 
 The topology engine is imported inside the rules so `check` without a topology never loads it."""
 
 from __future__ import annotations
 
 from generator.check.types import CheckContext, Finding
-from generator.check.view import as_int, distributed_type, fsdp_version, gpu_ids, per_node_processes, section, sharded
+from generator.check.view import as_int, distributed_type, fsdp_version, gpu_ids, per_node_processes, section
 from generator.errors import UserError
 
 
-def _job_ids(cfg: dict, ctx: CheckContext) -> list[int] | None:
+def job_ids(cfg: dict, ctx: CheckContext) -> list[int] | None:
     """GPU ids one machine of the job uses, in rank order, when that is knowable and valid on this machine."""
     if ctx.topo is None or distributed_type(cfg) in (None, "NO"):
         return None
@@ -29,7 +30,7 @@ def _spans_islands(topo, ids) -> bool:
 
 
 def islands_spanned(cfg: dict, ctx: CheckContext) -> list[Finding]:
-    ids = _job_ids(cfg, ctx)
+    ids = job_ids(cfg, ctx)
     if ids is None:
         return []
     from generator.topology import best_subset, islands, subset_busbw_gbps
@@ -57,49 +58,8 @@ def islands_spanned(cfg: dict, ctx: CheckContext) -> list[Finding]:
     ]
 
 
-def sharding_over_pcie(cfg: dict, ctx: CheckContext) -> list[Finding]:
-    ids = _job_ids(cfg, ctx)
-    if ids is None or not sharded(cfg):
-        return []
-    from generator.topology import islands, subset_busbw_gbps
-
-    slow = [(a, b) for n, a in enumerate(ids) for b in ids[n + 1 :] if ctx.topo.link(a, b).kind != "NV"]
-    if not slow:
-        return []
-    pairs = len(ids) * (len(ids) - 1) // 2
-    kind = ctx.topo.link(*slow[0]).kind
-    what = "over PCIe only" if len(slow) == pairs else f"across a {kind} path (GPUs {slow[0][0]} and {slow[0][1]})"
-    bw = subset_busbw_gbps(ctx.topo, ids)
-    isl = [i for i in islands(ctx.topo) if len(i) > 1]
-    sizes = {len([g for g in i if g in ids]) for i in isl} - {0}
-    fix = "prefer DDP or ZeRO-2 if memory allows (ZeRO-3/FSDP move ~1.5x DDP's bytes per step)"
-    if any(len(i) >= len(ids) for i in isl):
-        fix = "use GPUs of one NVLink island"
-    elif (
-        len(sizes) == 1
-        and (shard := sizes.pop()) > 1
-        and len(ids) % shard == 0
-        and not section(cfg, "parallelism_config")
-    ):
-        fix += (
-            f", or HSDP: FSDP2 with parallelism_config_dp_shard_size {shard} (one NVLink island) and "
-            f"dp_replicate_size {len(ids) // shard}, gpu_ids ordered island by island"
-        )
-    fix += "; `python -m generator plan` compares them"
-    return [
-        Finding(
-            "warning",
-            "distributed_type",
-            f"parameter sharding (FSDP / ZeRO-3) all-gathers every layer "
-            f"{what}: predicted {bw:.0f} GB/s bus bandwidth.",
-            fix + ".",
-            "sharding_over_pcie",
-        )
-    ]
-
-
 def hsdp_groups(cfg: dict, ctx: CheckContext) -> list[Finding]:
-    ids = _job_ids(cfg, ctx)
+    ids = job_ids(cfg, ctx)
     if ids is None or distributed_type(cfg) != "FSDP":
         return []
     from generator.topology import order_for_hsdp
@@ -216,4 +176,4 @@ def hsdp_sizes(cfg: dict, ctx: CheckContext) -> list[Finding]:
     return out
 
 
-RULES = [islands_spanned, sharding_over_pcie, hsdp_groups, fsdp1_hybrid_visible, hsdp_sizes]
+RULES = [islands_spanned, hsdp_groups, fsdp1_hybrid_visible, hsdp_sizes]

@@ -22,6 +22,11 @@ def register(subparsers, verb: str, help_text: str) -> argparse.ArgumentParser:
     p.add_argument("--micro-batch", type=int, help="Sequences per GPU per step (default 1).")
     p.add_argument("--method", choices=("full", "lora", "qlora"), help="Fine-tuning method (default full).")
     p.add_argument(
+        "--grad-checkpointing",
+        choices=("on", "off"),
+        help="Activation checkpointing of every decoder layer in the memory check (default on).",
+    )
+    p.add_argument(
         "--script",
         choices=SCRIPTS,
         default="custom",
@@ -60,8 +65,8 @@ def _workloads(args, header):
         raise UserError("--seq-len and --micro-batch must be positive integers")
     planned = header[1] if header else None
     base = planned or Workload(seq_len=4096, micro_batch=1, method="full")
-    given = {"seq_len": args.seq_len, "micro_batch": args.micro_batch, "method": args.method}
-    base = replace(base, **{k: v for k, v in given.items() if v is not None})
+    given = _given(args)
+    base = replace(base, **given)
     facts = script_facts(args.script)
     same = planned is not None and planned.script == args.script
     checked = replace(
@@ -70,7 +75,32 @@ def _workloads(args, header):
         grad_as_bucket_view=facts.grad_as_bucket_view,
         load_dtype=base.load_dtype if same else default_load_dtype(args.script, base.method),
     )
-    return checked, (replace(planned, **{k: v for k, v in given.items() if v is not None}) if planned else None)
+    return checked, (replace(planned, **given) if planned else None)
+
+
+def _given(args) -> dict:
+    """The workload fields set by flags, as Workload field names."""
+    ckpt = None if args.grad_checkpointing is None else args.grad_checkpointing == "on"
+    given = {
+        "seq_len": args.seq_len,
+        "micro_batch": args.micro_batch,
+        "method": args.method,
+        "grad_checkpointing": ckpt,
+    }
+    return {k: v for k, v in given.items() if v is not None}
+
+
+def assumed_line(ctx, args) -> str:
+    """One line saying which workload the memory and speed checks used and where it came from."""
+    w = ctx.workload
+    source = "from the config's header" if ctx.written_for is not None else "defaults"
+    flags = [f"--{k.replace('_', '-')}" for k in _given(args)]
+    if flags:
+        source += f", {', '.join(flags)} from the command line"
+    return (
+        f"assumed ({source}): {ctx.model.name}, method {w.method}, seq {w.seq_len}, micro-batch {w.micro_batch}, "
+        f"checkpointing {'on' if w.grad_checkpointing else 'off'}, --script {w.script}"
+    )
 
 
 def _context(args, duplicates, text: str | None = None):
@@ -143,20 +173,28 @@ def run(args) -> int:
         )
     fixed_path = None
     if args.fix:
-        from generator.check.fix import dump_config, fix_config
+        from generator.check.fix import changes, dump_config, fix_config
         from generator.fileio import atomic_write
 
         fixed, applied = fix_config(cfg, ctx)
+        changed = changes(cfg, fixed, applied)
         remaining = run_rules(fixed, ctx)
         header = f"# Corrected by `python -m generator check --fix` from {args.config}\n"
         fixed_path = str(atomic_write(args.output, header + dump_config(fixed), force=args.force))
+    assumed = assumed_line(ctx, args) if ctx.model is not None else None
     if args.json:
-        print(render_json(args.config, findings, fixed_path))
+        print(
+            render_json(args.config, findings, fixed_path, assumed, [c.line() for c in changed] if args.fix else None)
+        )
     else:
+        if assumed:
+            print(assumed)
         print_findings(findings, args.config)
         if args.fix:
             left = [f for f in remaining if f.severity != "info"]
-            print(f"wrote {fixed_path}: applied {len(applied)} fix(es); {len(left)} finding(s) need a human")
+            print(f"wrote {fixed_path}: {len(changed)} key(s) changed; {len(left)} finding(s) need a human")
+            for c in changed:
+                print("  " + c.line())
             for f in left:
                 print("  " + f.line())
     return exit_code(remaining) if args.fix else exit_code(findings)
