@@ -11,7 +11,7 @@ from generator.cli import main
 from generator.trial.calibration import calibration_key, factors, seq_bucket
 
 BASE = ["plan", "--model", "mistral-7b", "--machine", "h200-sxm-2", "--num-gpus", "1", "--strategy", "fsdp",
-        "--seq-len", "4096", "--grad-checkpointing", "on", "--json"]  # fmt: skip
+        "--seq-len", "4096", "--grad-checkpointing", "on", "--attention", "sdpa", "--json"]  # fmt: skip
 LORA_TRIAL = {"device": "cuda", "status": "ok", "gpu_name": "NVIDIA H200", "strategy": "fsdp", "method": "lora",
               "seq_len": 4096, "attention": "sdpa", "liger": False, "script": "train.py",
               "predicted_tokens_per_s_per_gpu": 1000.0, "measured_tokens_per_s_per_gpu": 1130.0}  # fmt: skip
