@@ -23,7 +23,18 @@ from generator.plan.types import PlanRequest
 from generator.topology.machines import load_machine
 
 ROOT = Path(__file__).resolve().parents[1]
-TINY_PLAN = ["--machine", "h200-sxm-2", "--num-gpus", "1", "--strategy", "ddp", "--grad-checkpointing", "off"]
+TINY_PLAN = [
+    "--machine",
+    "h200-sxm-2",
+    "--num-gpus",
+    "1",
+    "--strategy",
+    "ddp",
+    "--grad-checkpointing",
+    "off",
+    "--attention",
+    "sdpa",
+]
 FAKE_LAUNCHER = textwrap.dedent(
     """
     # Stands in for `accelerate launch`: micro-batch 8 runs out of memory, others log 6 steps (faster for smaller
