@@ -89,7 +89,9 @@ def train(args: argparse.Namespace) -> int:
         for stale in remove_stale_temporaries(out):
             print(f"train.py: removed incomplete checkpoint {stale}", flush=True)
     accelerator.wait_for_everyone()
-    resume_from, start_step = resume_step(args, out)
+    resume_from, start_step, resume_note = resume_step(args, out, world, strategy)
+    if resume_note and main:
+        print(f"train.py: {resume_note}", flush=True)
 
     # -- data before the model: a bad dataset fails in seconds, not after loading 7B -----------------------------------
     config, tok = load_config_and_tokenizer(args)
@@ -233,7 +235,7 @@ def train(args: argparse.Namespace) -> int:
         stop = accelerator.reduce(torch.tensor(float(preemption.received()), device=device), "max").item()
         due = args.save_every and (step % args.save_every == 0 or step == args.max_steps)
         if stop or due:
-            save_checkpoint(accelerator, out, step, args, world, ga, log)
+            save_checkpoint(accelerator, out, step, args, world, ga, log, strategy)
         if stop:
             exit_code = EXIT_PREEMPTED
             log.write(event="preempted", step=step, signal=int(stop), exit_code=EXIT_PREEMPTED)

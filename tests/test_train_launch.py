@@ -277,3 +277,27 @@ def test_lora_ddp_trains_and_exports_adapter(work):
     saved = load_file(adapter / "adapter_model.safetensors")
     for key, value in saved.items():
         torch.testing.assert_close(ckpt[key.replace(".weight", ".default.weight")], value, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("saved, resumed_on", [("base1", "ddp2.yaml"), ("base2", "1p.yaml")])
+def test_ddp_checkpoint_resumes_on_another_number_of_processes(baseline_1p, baseline_ddp2, work, saved, resumed_on):
+    """A job preempted at step 6 and requeued onto 2 processes from 1, or 1 from 2 (issue 19 item 15): DDP's whole
+    state loads and the data position is in samples, so steps 7 and 8 see the same batches and reach the same loss as
+    the uninterrupted run (within the 1e-6 the 1- and 2-process runs agree to, above)."""
+    import shutil
+
+    out = work / f"requeue-{saved}-{resumed_on}"
+    out.mkdir()
+    shutil.copytree(work / saved / "step-00000006", out / "step-00000006")
+    (out / "latest").write_text("step-00000006\n")
+    resumed = run(accelerate_cmd(work / resumed_on, train_args(work, out, "--resume")))
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    world = 2 if resumed_on == "ddp2.yaml" else 1
+    assert f"written on {3 - world} process(es) on {world}" in resumed.stdout
+    start = events(out, "start")[-1]
+    assert start["world_size"] == world and start["resumed_from"].endswith("step-00000006")
+    base, got = steps(work / saved), steps(out)
+    assert sorted(got) == [7, 8]
+    for i in (7, 8):
+        assert got[i]["samples"] == base[i]["samples"], i
+        assert got[i]["loss"] == pytest.approx(base[i]["loss"], rel=1e-6, abs=1e-6), i

@@ -60,6 +60,16 @@ def cli(*args: str, env: dict | None = None, cwd: Path = ROOT, **kw) -> subproce
     return subprocess.run(cmd, cwd=cwd, env=e, capture_output=True, text=True, **kw)
 
 
+def config_dir(tmp_path: Path) -> str:
+    """A --model-dir the up-front load check accepts (config.json and a tokenizer file); the fake launcher loads
+    nothing from it."""
+    d = tmp_path / "model"
+    d.mkdir(exist_ok=True)
+    (d / "config.json").write_text("{}")
+    (d / "tokenizer_config.json").write_text("{}")
+    return str(d)
+
+
 def fake_env(tmp_path: Path) -> dict:
     fake = tmp_path / "fake_launch.py"
     fake.write_text(FAKE_LAUNCHER)
@@ -92,9 +102,9 @@ def test_cpu_trial_writes_the_measured_fastest_and_records_both(tmp_path):
 def test_out_of_memory_is_reported_and_the_next_candidate_runs(tmp_path):
     cal, out = tmp_path / "cal.json", tmp_path / "best.yaml"
     r = cli("--model", "mistral-7b", "--machine", "h200-sxm-2", "--num-gpus", "1", "--strategy", "ddp",
-            "--grad-checkpointing", "off", "--seq-len", "256", "--attention", "sdpa", "--no-liger",
-            "--trial", "--top", "3", "--calibration-file", str(cal),
-            "--output", str(out), env=fake_env(tmp_path), timeout=60)  # fmt: skip
+            "--attention", "sdpa", "--grad-checkpointing", "off", "--seq-len", "256", "--trial", "--top", "3",
+            "--calibration-file", str(cal), "--model-dir", config_dir(tmp_path), "--output", str(out),
+            env=fake_env(tmp_path), timeout=60)  # fmt: skip
     assert r.returncode == 0, r.stderr + r.stdout
     assert "trial 1/3: ddp on GPUs 0, micro-batch 8" in r.stdout
     assert "does not fit (measured)" in r.stdout
@@ -123,7 +133,7 @@ def test_ctrl_c_kills_the_trial_process_group(tmp_path):
     e = dict(os.environ, PYTHONPATH=str(ROOT), **env)
     cmd = [sys.executable, "-m", "generator", "plan", "--model", "mistral-7b", "--machine", "h200-sxm-2",
            "--num-gpus", "1", "--seq-len", "256", "--trial", "--calibration-file", str(tmp_path / "cal.json"),
-           "--output", str(tmp_path / "x.yaml")]  # fmt: skip
+           "--model-dir", config_dir(tmp_path), "--output", str(tmp_path / "x.yaml")]  # fmt: skip
     parent = subprocess.Popen(cmd, cwd=ROOT, env=e, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 60
@@ -150,7 +160,10 @@ def test_ranked_candidates_start_with_the_plan_and_are_distinct():
     request = PlanRequest(seq_len=2048, **SDPA)
     plans = ranked_candidates(topo, model, request, top=4)
     assert plans[0] == make_plan(topo, model, request)
-    keys = {(p.strategy, p.gpu_ids, p.workload.micro_batch, p.workload.grad_checkpointing) for p in plans}
+    keys = {
+        (p.strategy, p.gpu_ids, p.workload.micro_batch, p.workload.grad_checkpointing, p.workload.attention)
+        for p in plans
+    }
     assert len(plans) == len(keys) == 4
     assert all(p.estimate.fits for p in plans)
     assert len(ranked_candidates(topo, model, request, top=1)) == 1
@@ -185,14 +198,17 @@ def test_wizard_trial_question_only_with_a_detected_gpu_and_writes_the_fastest(t
     assert spec.when({"_live": object(), "machine": q.LIVE, "num_machines": 1})
     for k, v in fake_env(tmp_path).items():
         monkeypatch.setenv(k, v)
+    monkeypatch.setattr("generator.trial.loadable._problem", lambda target: None)  # the fake loads no model
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     topo, model = load_machine("h200-sxm-2"), load_model("mistral-7b")
-    request = PlanRequest(seq_len=256, num_gpus=1, strategy="ddp", grad_checkpointing="off", micro_batch=4, **SDPA)
+    request = PlanRequest(
+        seq_len=256, num_gpus=1, strategy="ddp", grad_checkpointing="off", micro_batch=4, attention="sdpa"
+    )
     accepted = make_plan(topo, model, request)
     lines = []
     console = type("C", (), {"print": lambda self, text, **kw: lines.append(text)})()
     best, notes = trial_accepted(
-        topo, model, PlanRequest(seq_len=256, grad_checkpointing="off", **SDPA), accepted, console
+        topo, model, PlanRequest(seq_len=256, grad_checkpointing="off", attention="sdpa"), accepted, console
     )
     assert "trial 1/3: ddp on GPUs 0, micro-batch 4" in lines[0]  # the accepted plan is trialled first
     assert best.workload.micro_batch == 2 and notes[0].startswith("Trial (measured")

@@ -80,13 +80,18 @@ def test_the_trial_launches_the_working_directorys_train_py_or_the_named_one(ins
     fake.write_text(FAKE_LAUNCHER)
     env = {"DCG_TRIAL_LAUNCHER": f"{sys.executable} {fake}", "FAKE_RECORD": str(record)}
     (tmp_path / "train.py").write_text("")
-    r = run(installed, tmp_path, *PLAN, "--output", "a.yaml", env=env)
+    model = tmp_path / "model"  # what the up-front load check needs; the fake launcher loads nothing
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    (model / "tokenizer.json").write_text("{}")
+    r = run(installed, tmp_path, *PLAN, "--model-dir", "model", "--output", "a.yaml", env=env)
     assert r.returncode == 0, r.stderr + r.stdout
     assert record.read_text() == str(tmp_path / "train.py")
     other = tmp_path / "scripts" / "my_train.py"
     other.parent.mkdir()
     other.write_text("")
-    r = run(installed, tmp_path, *PLAN, "--output", "b.yaml", "--train-script", "scripts/my_train.py", env=env)
+    r = run(installed, tmp_path, *PLAN, "--model-dir", "model", "--output", "b.yaml", "--train-script",
+            "scripts/my_train.py", env=env)  # fmt: skip
     assert r.returncode == 0, r.stderr + r.stdout
     assert record.read_text() == str(other)
     assert json.loads((tmp_path / "cache" / "dist-config-generator" / "calibration.json").read_text())["measurements"]

@@ -13,6 +13,7 @@ import shutil
 import time
 from pathlib import Path
 
+from generator.catalog.strategies import strategy as catalog_strategy
 from generator.errors import UserError
 from generator.fileio import atomic_write
 from training import hooks
@@ -136,17 +137,51 @@ def check_resume_compatible(state: dict, args, path: Path) -> None:
         raise UserError(f"checkpoint {str(path)!r} is at step {state['step']}, beyond --max-steps {args.max_steps}")
 
 
-def resume_step(args, out: Path) -> tuple[Path | None, int]:
-    """(checkpoint to resume from or None, the step it reached); refuses a checkpoint this run cannot continue."""
+def check_resume_layout(state: dict, world: int, strategy: str, path: Path) -> str | None:
+    """Whether this run's processes and strategy can load the checkpoint's model and optimizer state; a note when the
+    world size changed and the state maps (None when nothing changed). Under DDP (and one process) accelerate saves
+    one whole copy of the model and optimizer, and the data position is counted in samples, not per rank (docs/train.md,
+    "Order"), so any world size continues it. FSDP and DeepSpeed save each rank's shard in their own layout: refuse."""
+    saved_world, saved = int(state.get("world_size", world)), state.get("strategy")
+    where = f"checkpoint {str(path)!r} was written by {saved or 'a run'} on {saved_world} process(es)"
+    again = f"resume it with {saved or 'the same strategy'} on {saved_world} process(es) (the launch config that "
+    again += "wrote it), or start a fresh --output-dir"
+    if saved is not None and saved != strategy:
+        raise UserError(f"{where}; this run is {strategy}, which stores model and optimizer state differently; {again}")
+    if saved_world == world:
+        return None
+    if saved is None:
+        raise UserError(f"{where} and does not record its strategy (an older train.py); this run has {world}; {again}")
+    if _sharded(strategy):
+        raise UserError(
+            f"{where}; this run has {world}, and {strategy}'s sharded model and optimizer state cannot be mapped onto "
+            f"another number of processes; {again}"
+        )
+    return (
+        f"resuming a checkpoint written on {saved_world} process(es) on {world}: {strategy} keeps one whole copy of "
+        f"the model and optimizer state, and the data position is {state.get('samples_consumed')} samples whatever "
+        "the world size (gradient accumulation is recomputed for the global batch)"
+    )
+
+
+def _sharded(strategy: str) -> bool:
+    """FSDP2 and DeepSpeed (every ZeRO stage, offload too) save per-rank state; DDP one whole copy."""
+    return catalog_strategy(strategy).framework != "ddp"
+
+
+def resume_step(args, out: Path, world: int = 1, strategy: str = "ddp") -> tuple[Path | None, int, str | None]:
+    """(checkpoint to resume from or None, the step it reached, a note when the world size changed); refuses a
+    checkpoint this run cannot continue."""
     path = find_resume(args, out)
     if path is None:
-        return None, 0
+        return None, 0, None
     state = json.loads((path / STATE_FILE).read_text())
     check_resume_compatible(state, args, path)
-    return path, int(state["step"])
+    note = check_resume_layout(state, world, strategy, path)
+    return path, int(state["step"]), note
 
 
-def save_checkpoint(accelerator, out: Path, step: int, args, world: int, ga: int, log) -> None:
+def save_checkpoint(accelerator, out: Path, step: int, args, world: int, ga: int, log, strategy: str) -> None:
     """Every rank calls it: accelerator.save_state into a temporary directory, then rank 0 publishes it."""
     t0 = time.perf_counter()
     tmp, final = out / f"{TMP_PREFIX}{step:08d}", out / f"{CKPT_PREFIX}{step:08d}"
@@ -163,6 +198,7 @@ def save_checkpoint(accelerator, out: Path, step: int, args, world: int, ga: int
             state = {
                 "step": step,
                 "world_size": world,
+                "strategy": strategy,  # with world_size: what a resume must match to load the state (sharded or not)
                 "grad_accum": ga,
                 **{key: getattr(args, key) for key in RESUME_MUST_MATCH},
                 "samples_consumed": step * args.global_batch,

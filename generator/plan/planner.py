@@ -76,7 +76,7 @@ def make_plan(
     if request.strategy != "auto":
         auto = allowed_strategies(replace(request, strategy="auto"))
         auto_fit = [Row(o, e) for o in options for e in o.estimates if e.fits and e.strategy in auto]
-        why += reasons.versus_auto(chosen, pick(auto_fit) if auto_fit else None)
+        why += reasons.versus_auto(request, chosen, pick(auto_fit) if auto_fit else None, rows)
     warnings = plan_warnings(topology, model, request, chosen, forced, inter_warning) + (
         [split_note] * bool(split_note)
     )

@@ -73,7 +73,10 @@ def strategy_reason(request: PlanRequest, placement, e: Estimate) -> str:
 
 
 def other_strategies(request: PlanRequest, chosen: Row) -> list[str]:
+    """Every other strategy on the chosen GPUs and batch setting (the table's rows), compared with the choice only
+    where it fits; a faster one is called faster, never a tie, and the tie-break is given only where it decided."""
     e = chosen.estimate
+    forced = request.strategy != "auto"
     out = []
     for other in chosen.option.estimates:
         if other.strategy == e.strategy:
@@ -82,19 +85,27 @@ def other_strategies(request: PlanRequest, chosen: Row) -> list[str]:
             out.append(
                 f"{other.strategy} rejected: needs {other.reserved_gb:.1f} GB > {other.capacity_gb:.1f} GB usable"
             )
-        elif request.strategy == "auto" and other.strategy in OFFLOAD and not request.allow_offload:
+            continue
+        if not forced and other.strategy in OFFLOAD and not request.allow_offload:
             out.append(f"{other.strategy} not considered: CPU offload is off (--allow-offload to consider it)")
-        elif other.tokens_per_s_per_gpu >= (1 - TIE_TOLERANCE) * e.tokens_per_s_per_gpu:
-            extra = other.reserved_gb - e.reserved_gb
-            mem = f"{extra:+.1f} GB per GPU" if abs(extra) >= 0.05 else "the same memory"
-            tps = other.tokens_per_s_per_gpu
-            line = f"{other.strategy} fits and ties on speed ({tps:,.0f} tokens/s per GPU) with {mem}"
-            if tie_rank(other.strategy) > tie_rank(e.strategy):
-                line += f"; on a tie {e.strategy} is preferred ({TIE_WHY[tie_rank(e.strategy)]})"
-            out.append(line)
-        else:
-            slower = 1 - other.tokens_per_s_per_gpu / max(e.tokens_per_s_per_gpu, 1e-9)
-            out.append(f"{other.strategy} fits ({other.reserved_gb:.1f} GB) but is predicted {slower:.0%} slower")
+            continue
+        tps, mine = other.tokens_per_s_per_gpu, max(e.tokens_per_s_per_gpu, 1e-9)
+        fits = f"{other.strategy} fits ({other.reserved_gb:.1f} GB)"
+        if tps > mine and min(tps, mine) < (1 - TIE_TOLERANCE) * max(tps, mine):  # only when --strategy forced it
+            out.append(f"{fits} and is predicted {tps / mine - 1:.0%} faster")
+            continue
+        if min(tps, mine) < (1 - TIE_TOLERANCE) * max(tps, mine):
+            out.append(f"{fits} but is predicted {1 - tps / mine:.0%} slower")
+            continue
+        if forced:
+            out.append(f"{fits} and ties on speed ({tps:,.0f} tokens/s per GPU); you asked for {e.strategy}")
+            continue
+        extra = other.reserved_gb - e.reserved_gb  # both in the table: the difference of its reserved column
+        mem = f"{extra:+.1f} GB per GPU" if abs(extra) >= 0.05 else "the same memory"
+        line = f"{other.strategy} fits and ties on speed ({tps:,.0f} tokens/s per GPU) with {mem}"
+        if tie_rank(other.strategy) > tie_rank(e.strategy):
+            line += f"; on a tie {e.strategy} is preferred ({TIE_WHY[tie_rank(e.strategy)]})"
+        out.append(line)
     for strategy, why in chosen.option.not_applicable:
         out.append(f"{strategy} not applicable: {why}")
     return out
@@ -134,16 +145,78 @@ def checkpointing_reason(request: PlanRequest, chosen: Row, rows: list[Row]) -> 
     )
 
 
-def versus_auto(chosen: Row, auto: Row | None) -> list[str]:
-    """What --strategy auto would have chosen instead of the strategy the user named."""
+def versus_auto(request: PlanRequest, chosen: Row, auto: Row | None, rows: list[Row]) -> list[str]:
+    """What --strategy auto would have chosen instead of the strategy the user named, with its own numbers (they are
+    not in the table when its GPUs or batch differ), and what forcing the strategy changed: GPU count, batch."""
     e = chosen.estimate
-    if auto is None or auto.estimate.strategy == e.strategy and auto.num_gpus == chosen.num_gpus:
+    if auto is None or auto.estimate.strategy == e.strategy and auto.option == chosen.option:
         return []
+    a = auto.estimate
     gain = auto.total_tps / max(chosen.total_tps, 1e-9) - 1
-    return [
-        f"you asked for {e.strategy}; --strategy auto would pick {auto.estimate.strategy} on {auto.num_gpus} GPUs "
-        f"({gain:+.0%} predicted total throughput, {auto.estimate.reserved_gb:.1f} GB per GPU)"
+    where = (
+        "its row in the table above"
+        if auto.option == chosen.option
+        else f"not in the table above, which shows micro-batch {chosen.option.batch.micro_batch} on "
+        f"{chosen.num_gpus} GPU{'s' * (chosen.num_gpus != 1)}; run without --strategy to see it"
+    )
+    out = [
+        f"you asked for {e.strategy}; --strategy auto would pick {a.strategy} on {auto.num_gpus} GPUs at "
+        f"{setting(auto)}: predicted {a.tokens_per_s_per_gpu:,.0f} tokens/s per GPU, {auto.total_tps:,.0f} in total "
+        f"against {chosen.total_tps:,.0f} here ({gain:+.0%}), {a.reserved_gb:.1f} GB per GPU ({where})"
     ]
+    if chosen.num_gpus != auto.num_gpus:
+        out.append(count_change(chosen, auto, rows))
+    if setting(chosen) != setting(auto):
+        out.append(batch_change(request, chosen, auto, rows))
+    return out
+
+
+def setting(row: Row) -> str:
+    b = row.option.batch
+    ckpt = "on" if b.grad_checkpointing else "off"
+    accum = f" x {b.grad_accum} accumulation steps" if b.grad_accum != 1 else ""
+    return f"micro-batch {b.micro_batch}{accum}, checkpointing {ckpt}, global batch {b.global_batch}"
+
+
+def count_change(chosen: Row, auto: Row, rows: list[Row]) -> str:
+    """Why the named strategy runs on another GPU count than auto's choice."""
+    s, n = chosen.estimate.strategy, chosen.num_gpus
+    head = f"{s} on {n} GPU{'s' * (n != 1)} where auto's {auto.estimate.strategy} uses {auto.num_gpus}"
+    if not chosen.estimate.fits:
+        return f"{head}: it fits on no GPU count, so the plan takes every GPU it may use at the least memory"
+    mine = [r for r in rows if r.estimate.strategy == s]
+    if n < auto.num_gpus and not any(r.estimate.fits for r in mine if r.num_gpus > n):
+        above = [r for r in mine if r.num_gpus > n]
+        if not above:
+            return f"{head}: {s} cannot run on more GPUs here (see 'not applicable')"
+        least = min(above, key=lambda r: (r.num_gpus, r.estimate.reserved_gb))
+        least = min((r for r in above if r.num_gpus == least.num_gpus), key=lambda r: r.estimate.reserved_gb)
+        le = least.estimate
+        return (
+            f"{head}: {s} fits on at most {n} GPU{'s' * (n != 1)} here; on {least.num_gpus} GPUs even its leanest "
+            f"setting ({setting(least)}) needs {le.reserved_gb:.1f} GB > {le.capacity_gb:.1f} GB usable"
+        )
+    return f"{head}: the GPU count that is best for {s} (predicted total tokens/s by GPU count, above)"
+
+
+def batch_change(request: PlanRequest, chosen: Row, auto: Row, rows: list[Row]) -> str:
+    """Why the named strategy runs at another micro-batch, accumulation or checkpointing than auto's choice."""
+    s, b = chosen.estimate.strategy, chosen.option.batch
+    head = f"{setting(chosen)}, where auto's plan has {setting(auto)}"
+    if not chosen.estimate.fits:
+        why = f"the least memory {s} can run with, and it still does not fit"
+    else:
+        same = [r for r in rows if r.estimate.strategy == s and r.option.choice == chosen.option.choice]
+        biggest = max((r.option.batch.micro_batch for r in same if r.estimate.fits), default=b.micro_batch)
+        why = f"the fastest setting that fits {s} on these GPUs" + (
+            f" (micro-batch {b.micro_batch} is the largest that fits)" if b.micro_batch == biggest else ""
+        )
+    if request.global_batch is None and b.global_batch != auto.option.batch.global_batch:
+        why += (
+            f"; with no --global-batch the global batch is micro-batch x GPUs, so it changed too "
+            f"(--global-batch {auto.option.batch.global_batch} keeps auto's, through accumulation)"
+        )
+    return f"{head}: {why}"
 
 
 def forced_warning(e: Estimate) -> str:

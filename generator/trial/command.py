@@ -80,7 +80,8 @@ def run_trial(args, topology, model, request, bandwidth, config_path: str) -> in
     from generator.plan.planner import ranked_candidates
     from generator.trial import calibration
     from generator.trial.flow import calibration_records, fastest, header_notes, run_trials
-    from generator.trial.runner import TrialOptions
+    from generator.trial.loadable import check_loadable
+    from generator.trial.runner import TrialOptions, trial_model
 
     check_trial_args(args)
     check_trial_device(args, topology)
@@ -91,6 +92,7 @@ def run_trial(args, topology, model, request, bandwidth, config_path: str) -> in
     opts = TrialOptions(
         args.trial_steps, args.trial_budget_s, args.model_dir, args.dataset, args.trial_device, args.train_script
     )
+    check_loadable(trial_model(plans[0], opts), from_model_dir=bool(args.model_dir))
     results = run_trials(plans, opts)
     records = calibration_records(results, opts)
     if records:

@@ -80,11 +80,15 @@ def header_notes(results: list[TrialResult], best: TrialResult, opts: TrialOptio
     return lines
 
 
+RECORDED = ("ok", "oom")
+"""Trial outcomes that are measurements (speed, or "does not fit"); a failed or skipped trial measured nothing."""
+
+
 def calibration_records(results: list[TrialResult], opts: TrialOptions) -> list[dict]:
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     out = []
     for r in results:
-        if r.status == "skipped":
+        if r.status not in RECORDED:
             continue
         p, e, m, w = r.plan, r.plan.estimate, r.measured, r.plan.workload
         out.append(

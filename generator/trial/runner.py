@@ -8,6 +8,7 @@ import contextlib
 import json
 import os
 import random
+import re
 import shlex
 import signal
 import subprocess
@@ -87,12 +88,33 @@ def run_trial(plan: Plan, opts: TrialOptions, workdir: Path, name: str) -> Trial
     if looks_oom(text):
         return TrialResult(plan, "oom", "does not fit (measured): out of memory", measured, str(log_file))
     if measured is None:
-        last = next((ln for ln in reversed(text.splitlines()) if ln.strip()), "no output")
-        why = "no step finished within the budget" if timed_out else f"exit {rc}: {last[-200:]}"
+        why = "no step finished within the budget" if timed_out else f"exit {rc}: {child_error(text)}"
         return TrialResult(plan, "failed", why, None, str(log_file))
     if rc != 0 and not timed_out:
-        return TrialResult(plan, "failed", f"exit {rc} after {measured.steps} step(s)", measured, str(log_file))
+        why = f"exit {rc} after {measured.steps} step(s): {child_error(text)}"
+        return TrialResult(plan, "failed", why, measured, str(log_file))
     return TrialResult(plan, "ok", f"{measured.steps} steps", measured, str(log_file))
+
+
+ERROR_LINE = re.compile(r"^\S*train\.py: error: ")
+"""How train.py (and argparse in it) says what is wrong, in one line: what a failed trial reports."""
+EXCEPTION_LINE = re.compile(r"^[\w.]*(Error|Exception|Interrupt)\b.*:")
+WRAPPER_ERRORS = ("CalledProcessError", "ChildFailedError")
+"""The launcher's own exceptions, which only repeat that a rank failed (a truncated command line)."""
+MAX_DETAIL = 300
+
+
+def child_error(output: str) -> str:
+    """The child's own last error line: train.py's `train.py: error: ...`, else the last exception that is not the
+    launcher's wrapper around it, else the last line; never a truncated repr of the launcher's command."""
+    lines = [ln.strip() for ln in output.splitlines() if ln.strip()]
+    # torchrun prefixes each rank's lines ("[rank0]: "); the message starts after it
+    lines = [re.sub(r"^\[(rank|default)\d*\]:\s*", "", ln) for ln in lines]
+    own = [ln for ln in lines if ERROR_LINE.match(ln)]
+    raised = [ln for ln in lines if EXCEPTION_LINE.match(ln) and not any(w in ln for w in WRAPPER_ERRORS)]
+    rest = [ln for ln in lines if not any(w in ln for w in WRAPPER_ERRORS)]
+    line = (own or raised or rest or lines or ["no output"])[-1]
+    return line if len(line) <= MAX_DETAIL else line[: MAX_DETAIL - 3] + "..."
 
 
 def launcher() -> list[str]:
@@ -141,11 +163,16 @@ def cpu_config(cfg: dict) -> dict:
     return out
 
 
+def trial_model(plan: Plan, opts: TrialOptions) -> str:
+    """What train.py's --model is in a trial: --model-dir, else the plan's model as the launch command names it."""
+    args = plan_train_args(plan)
+    return opts.model_dir or args[args.index("--model") + 1]
+
+
 def trial_args(plan: Plan, opts: TrialOptions, workdir: Path, name: str, log_file: Path) -> list[str]:
     args = plan_train_args(plan)
     max_steps = opts.steps if opts.budget_s is None else max(opts.steps, BUDGET_MAX_STEPS)
-    if opts.model_dir:
-        args[args.index("--model") + 1] = opts.model_dir
+    args[args.index("--model") + 1] = trial_model(plan, opts)
     if not opts.model_dir or not has_weights(opts.model_dir):
         args += ["--init", "random"]
     dataset = opts.dataset or str(synthetic_dataset(workdir, plan.workload.seq_len, plan.global_batch, max_steps))

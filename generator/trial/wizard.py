@@ -16,11 +16,13 @@ def trial_accepted(topology, model, request: PlanRequest, plan: Plan, console) -
     from generator.plan.planner import plan_key, ranked_candidates
     from generator.trial import calibration
     from generator.trial.flow import calibration_records, fastest, header_notes, run_trials
-    from generator.trial.runner import TrialOptions, train_script
+    from generator.trial.loadable import check_loadable
+    from generator.trial.runner import TrialOptions, train_script, trial_model
 
     opts = TrialOptions()
     try:
         train_script(opts.train_script)
+        check_loadable(trial_model(plan, opts), from_model_dir=False)
     except UserError as exc:
         console.print(f"No trial: {exc}. Writing the accepted plan.", highlight=False, markup=False)
         return plan, []

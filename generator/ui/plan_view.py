@@ -51,9 +51,13 @@ def print_plan(plan: Plan, launch_command: str, written: list[str], console=None
     for warning in plan.warnings:  # first: a reference-machine fallback must be read before the table it explains
         console.print(f"[yellow]warning:[/] {escape(warning)}")
     w = plan.workload
-    title = f"{plan.model.name}, {w.method} fine-tune, seq {w.seq_len}, {plan.num_processes}x {plan.gpu_name}"
-    console.print(render_estimates(list(plan.estimates), title, highlight=plan.strategy))
     ckpt = "on" if w.grad_checkpointing else "off"
+    # Every row is at the plan's batch setting: say which, so a number quoted from another setting is not looked for.
+    title = (
+        f"{plan.model.name}, {w.method} fine-tune, seq {w.seq_len}, {plan.num_processes}x {plan.gpu_name}, "
+        f"micro-batch {w.micro_batch}, checkpointing {ckpt}"
+    )
+    console.print(render_estimates(list(plan.estimates), title, highlight=plan.strategy))
     console.print(
         f"[bold]Plan:[/] {plan.strategy} on GPUs {format_ids(plan.gpu_ids)} ({plan.num_processes} processes), "
         f"micro-batch {w.micro_batch} x accumulation {w.grad_accum} = global batch {plan.global_batch}, "
