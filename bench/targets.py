@@ -27,15 +27,7 @@ WHY_MISSED: dict[str, str] = {
 
 
 # Why a held-out row misses, where it is understood. Nothing here was fitted: these are the open questions.
-WHY_VALIDATION_MISSED: dict[str, str] = {
-    "peak allocated within 5%": (
-        "The plain Accelerate loop's LoRA run without checkpointing allocated 2.9 GB more than predicted (48.4 vs "
-        "45.5 GB). The adapters' saved inputs and the model's own loss (full fp32 logits) are counted; the loop "
-        "passes no position_ids, so its attention sees whole 4096-token blocks rather than the packed documents the "
-        "row is labelled with (same SDPA work at this length, by the estimator's mask rule). Not explained yet, and no "
-        "term was added to cover it, since a guessed term would be fitted to a validation row."
-    ),
-}
+WHY_VALIDATION_MISSED: dict[str, str] = {}
 
 
 @dataclass(frozen=True)

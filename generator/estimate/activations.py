@@ -5,13 +5,18 @@ the residual stream: 2 when the model is bf16, 4 when fp32 weights run under bf1
 - each RMSNorm (MistralRMSNorm.forward): the fp32 upcast kept by pow/mul (4h; for r = 4 the input itself), the
   normalised tensor in the input dtype kept by `weight *` (r h), and its bf16 output kept by the next linear (2h);
 - attention: rotated q (2q), k and v (2kv each) and the output (2q) kept by SDPA (flash / mem-efficient: no s^2 term,
-  GQA passed through `enable_gqa` when there is no mask), the contiguous transposed output kept by o_proj (2q);
+  GQA passed through `enable_gqa` when there is no mask), the contiguous transposed output kept by o_proj (2q). With a
+  mask (dense SDPA, eager) transformers repeats k and v per query head first (sdpa_attention.py 42-51, 118-127), and
+  the kernel keeps the repeated copies: 2q each instead of 2kv. SDPA's kernels write their output [b, s, heads, d]
+  and return a transposed view, so transformers' `.transpose(1, 2).contiguous()` copies nothing and o_proj keeps the
+  tensor SDPA keeps (one 2q, not two); eager's matmul output is a fresh [b, heads, s, d], so its copy is o_proj's;
 - SwiGLU MLP: gate output (kept by silu), silu output and up output (kept by the product), the product (kept by
   down_proj): 8F. MoE: per routed expert, plus the token copy each expert gathers.
 The loss: while it is computed, the bf16 logits, their fp32 upcast (`logits.float()` in ForCausalLMLoss) and the
 log-softmax the cross-entropy keeps; through backward, the logits Accelerate returns (fp32 after
 convert_outputs_to_fp32; bf16 under DeepSpeed), and at its start the log-softmax with its two fp32 gradients.
 Liger's fused linear cross-entropy materialises none of it.
+LoRA / QLoRA (peft 0.21) change what the layer keeps: see lora_saved_delta_per_token.
 Attention masks (attention.mask_bytes): dense SDPA's bool mask is held from the forward through backward, and each
 attention call's bf16 bias lives with that layer's saved tensors (one layer under checkpointing, all without).
 """
@@ -19,8 +24,9 @@ attention call's bf16 bias lives with that layer's saved tensors (one layer unde
 from __future__ import annotations
 
 from generator.catalog import strategies as catalog
-from generator.estimate.attention import mask_bytes
+from generator.estimate.attention import kernel_path, mask_bytes
 from generator.estimate.scripts import script_facts
+from generator.estimate.states import LORA_TARGETS
 from generator.estimate.types import Workload
 from generator.model.types import ModelSpec
 
@@ -40,19 +46,52 @@ def residual_bytes(workload: Workload, strategy: str) -> int:
     return 4 if workload.load_dtype == "fp32" and catalog.strategy(strategy).framework == "ddp" else 2
 
 
-def layer_saved_bytes_per_token(model: ModelSpec, r: int, liger: bool = False) -> float:
+def layer_saved_bytes_per_token(model: ModelSpec, r: int, liger: bool = False, path: str = "sdpa_causal") -> float:
     """Bytes one decoder layer keeps for backward, per token (see module docstring).
 
-    Liger's RMSNorm keeps only its input (+ per-row rstd) and its SwiGLU only gate and up outputs (silu recomputed)."""
+    Liger's RMSNorm keeps only its input (+ per-row rstd) and its SwiGLU only gate and up outputs (silu recomputed).
+    path: attention.kernel_path's answer (which k/v the kernel keeps, whether o_proj's input is SDPA's own output)."""
     h = model.hidden_size
     q = model.num_heads * model.head_dim
-    kv = model.num_kv_heads * model.head_dim
+    kv = q if path in ("sdpa_dense", "eager") else model.num_kv_heads * model.head_dim
     f = model.intermediate_size
     norms = 2 * ((r * h if liger else 4 * h + r * h) + 2 * h)
-    attention = 6 * q + 4 * kv
+    attention = 4 * q + 4 * kv + o_proj_input_bytes(model, path)
     mlp_f = 6 * f if liger else 8 * f
     mlp = mlp_f if not model.num_experts else model.experts_per_token * (mlp_f + 2 * h) + 4 * model.num_experts
     return float(norms + attention + mlp)
+
+
+def o_proj_input_bytes(model: ModelSpec, path: str) -> int:
+    """Bytes per token o_proj's input adds beside the attention output the kernel keeps: none under SDPA (the same
+    storage, see the module docstring); a bf16 copy under eager and flex (flex not checked against a count)."""
+    return 0 if path.startswith("sdpa") else 2 * model.num_heads * model.head_dim
+
+
+def lora_saved_delta_per_token(
+    model: ModelSpec, r: int, lora_r: int, liger: bool = False, path: str = "sdpa_causal"
+) -> float:
+    """What LoRA / QLoRA (peft 0.21) keep per token and layer beyond layer_saved_bytes_per_token (may be negative).
+
+    The base is frozen, so a base linear keeps no input (autograd saves mm's input only for the weight's gradient;
+    bitsandbytes' 4-bit matmul the same) and RMSNorm's `weight *` keeps no normalised tensor (r h per norm, Liger's
+    norm keeps its input anyway). Instead each adapted linear (peft/tuners/lora/layer.py 1100-1102, bnb.py 546-549)
+    casts its input to the adapters' fp32 (`x.to`, which keeps nothing) and runs lora_A on it under autocast, which
+    casts it back to a fresh bf16 copy that lora_A keeps (2 x in_features per adapted module: q, k and v each keep
+    their own copy of one norm output, gate and up of the other), and lora_B keeps lora_A's bf16 output (2 lora_r);
+    the scaling multiply by a Python float and the adds keep nothing, dropout is off.
+    CPU count (tests/test_estimate_lora_saved.py: a 4-layer Mistral, h 256, F 896, GQA 8/2, seq 512, r 16, bf16, a
+    window mask): 14,600 bytes per token and layer besides weights and the mask bias; the formula with this term
+    14,560 (the rest: SDPA's fp32 log-sum-exp and RMSNorm's rstd), without it 13,312. MoE experts are not adapted
+    (only q, k, v and o count there)."""
+    h, q, f = model.hidden_size, model.num_heads * model.head_dim, model.intermediate_size
+    inputs = {"q": h, "k": h, "v": h, "o": q, "gate": h, "up": h, "down": f}
+    targets = [t for t in LORA_TARGETS if not (model.num_experts and t in ("gate", "up", "down"))]
+    adapted = sum(2 * inputs[t] + 2 * lora_r for t in targets)
+    # The inputs layer_saved_bytes_per_token already counts once each (a trained linear keeps them), now adapters' own.
+    counted = 2 * h + o_proj_input_bytes(model, path) + (0 if model.num_experts else 2 * h + 2 * f)
+    frozen_norms = 0 if liger else 2 * r * h
+    return float(adapted - counted - frozen_norms)
 
 
 def logits_kept_bytes(workload: Workload, strategy: str) -> float:
@@ -86,7 +125,11 @@ def activation_terms(model: ModelSpec, workload: Workload, strategy: str) -> dic
     tokens = workload.seq_len * workload.micro_batch
     r = residual_bytes(workload, strategy)
     h, layers = model.hidden_size, model.num_layers
-    per_layer = layer_saved_bytes_per_token(model, r, workload.liger) * tokens
+    path = kernel_path(model, workload)
+    per_token = layer_saved_bytes_per_token(model, r, workload.liger, path)
+    if workload.method in ("lora", "qlora"):
+        per_token += lora_saved_delta_per_token(model, r, workload.lora_r, workload.liger, path)
+    per_layer = per_token * tokens
     kept = logits_kept_bytes(workload, strategy) * model.vocab_size * tokens
     loss_fwd = 0.0 if workload.liger else LOSS_FORWARD_BYTES * model.vocab_size * tokens
     loss_bwd = 0.0 if workload.liger else LOSS_BACKWARD_BYTES * model.vocab_size * tokens
