@@ -51,7 +51,11 @@ def _plot_label(r) -> str:
 VALIDATION_NOTE = (
     "Rows of the single-GPU sweep (`bench/sweep.py`) named in `bench/calibration.py`'s VALIDATION_KEYS before any "
     "term was fitted to the sweep, and every row of the scripts people launch (`custom`: a plain Accelerate loop; "
-    "`trainer`: TRL's SFTTrainer), whose terms come from the libraries' sources (docs/scripts.md). Grouped by script."
+    "`trainer`: TRL's SFTTrainer), whose terms come from the libraries' sources (docs/scripts.md). Grouped by script. "
+    "One change came after a validation row missed (the plain loop's LoRA run without checkpointing, -5.9%): the "
+    "activation terms for what peft and SDPA save (LoRA's bf16 copies of adapted inputs, k/v repeated under a mask, "
+    "o_proj's input shared with SDPA's output). Their sizes come from a CPU count of saved tensors on a tiny model "
+    "(tests/test_estimate_lora_saved.py), not from the row; that row now reads -0.3%."
 )
 
 
