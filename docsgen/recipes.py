@@ -16,6 +16,7 @@ from pathlib import Path
 from docsgen.recipe_evidence import PROBE_FILE, PROBE_WHEN, measured_busbw, measured_run_line
 from generator.cli import build_parser
 from generator.emit import render
+from generator.emit.command import DATA_ARGS, DATA_NOTE
 from generator.fileio import atomic_write
 from generator.model import load_model
 from generator.model.presets import PRESET_HUB_IDS
@@ -28,12 +29,6 @@ from generator.ui.request import request_from_args
 RECIPES_DIR = "recipes"
 CONFIG_NAME = "config.yaml"
 COMMON = ("--model", "mistral-7b", "--global-batch", "64")
-DATA_ARGS = ("--dataset", "recipes/data/synthetic_instruct.jsonl", "--max-steps", "100")
-"""Written out in every train command, although they are train.py's defaults, so a copied command says what it
-trains on and for how long (tests/test_recipes_commands.py keeps them equal to train.py's defaults)."""
-DATA_NOTE = (
-    "# recipes/data/ is a small synthetic sample: replace --dataset with your data and --max-steps with your run"
-)
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ import pytest
 from plan_factory import replace, variants
 
 from generator.emit import render, train_args
+from generator.emit.command import DATA_ARGS
 from generator.emit.slurm import job_name, render_slurm
 
 PLAN = variants()["multi_node_hsdp"]
@@ -81,7 +82,9 @@ def test_one_launcher_per_node_with_its_own_rank(tmp_path):
         assert argv[argv.index("--config_file") + 1] == "configs/mn.yaml"
         assert argv[argv.index("--main_process_ip") + 1] == "node1"
         assert argv[argv.index("--rdzv_backend") + 1] == "static" and "--same_network" in argv
-        assert argv[argv.index("train.py") + 1 :] == train_args(PLAN) + ["--max-steps", "3"]
+        # --dataset at train.py's default is written out; --max-steps is the caller's, not repeated
+        data = ["--dataset", "recipes/data/synthetic_instruct.jsonl"]
+        assert argv[argv.index("train.py") + 1 :] == train_args(PLAN) + data + ["--max-steps", "3"]
         assert (tmp_path / f"node{node}.order").read_text() == "PCI_BUS_ID"
         assert int((tmp_path / f"node{node}.sigign").read_text(), 16) & (1 << 9), "launcher must ignore SIGUSR1"
 
@@ -120,6 +123,8 @@ def test_script_runs_what_the_printed_command_runs(tmp_path):
     del printed[i : i + 2]
     ran = _argv(tmp_path, 0)
     del ran[1:3]  # --machine_rank 0
+    assert ran[-4:] == list(DATA_ARGS)  # what it trains on and for how long, written out (issue 19 item 14)
+    del ran[-4:]
     j = ran.index("--main_process_ip")
     del ran[j : j + 2]
     assert ran == printed

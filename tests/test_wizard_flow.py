@@ -3,6 +3,7 @@ real questionary prompts, real planner and emitter; only live GPU detection is p
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -71,7 +72,7 @@ def test_nothing_fits_offers_lora_on_the_consumer_machine(tmp_path, capsys):
     keys = [machine("rtx4090-2"), *[ENTER] * 12]  # model .. machines (defaults), then the rescue
     assert wizard(keys) == 0  # rescue: LoRA (default) -> accept -> default path
     out = capsys.readouterr().out
-    assert "does not fit" in out and "--method lora" in out
+    assert "does not fit" in out and "What would fit: LoRA (" in " ".join(out.split())
     assert (tmp_path / "accelerate_config.yaml").exists()
 
 
@@ -84,7 +85,7 @@ def test_ctrl_c_anywhere_leaves_nothing_behind(tmp_path, capsys, at):
 
 
 def test_quit_at_review_writes_nothing(tmp_path):
-    assert wizard([*SETUP, DOWN * 3 + ENTER]) == 0
+    assert wizard([*SETUP, "Quit" + ENTER]) == 0  # typing filters the menu down to the match
     assert list(tmp_path.iterdir()) == []
 
 
@@ -106,12 +107,38 @@ def test_topology_file_and_multi_node_answers_reach_the_config(tmp_path, capsys)
     assert "--machine_rank 0" in capsys.readouterr().out.replace("=", " ")
 
 
-def test_unknown_model_is_asked_again_instead_of_aborting(tmp_path, capsys):
-    keys = [machine("hgx-h200-8"), replace_text("mistral-7b", "nonexistent"), *[ENTER] * 9]
-    keys += [ENTER, ENTER]  # the model again (default mistral-7b), accept, default path
+def test_unknown_or_unreachable_model_is_refused_at_its_prompt(tmp_path, monkeypatch, capsys):
+    """The model prompt itself refuses an unknown name and a hub id the (offline) hub cannot give, and asks again:
+    the keys after each refusal are typed into the same prompt, not into the questions after it."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    keys = [machine("hgx-h200-8"), replace_text("mistral-7b", "nonexistent"), replace_text("nonexistent", "someorg/x")]
+    keys += [replace_text("someorg/x", "mistral-7b"), *[ENTER] * 8, ENTER, ENTER]  # method .. machines, accept, path
     assert wizard(keys) == 0
-    assert "unknown model 'nonexistent'" in capsys.readouterr().out
-    assert (tmp_path / "accelerate_config.yaml").exists()
+    assert "unknown model" not in capsys.readouterr().out  # not reported after all the questions
+    assert "mistral-7b" in (tmp_path / "accelerate_config.yaml").read_text()
+
+
+def test_the_model_and_topology_validators_say_what_is_wrong(tmp_path, monkeypatch):
+    from generator.wizard import validators as v
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert v.known_model("mistral-7b") is True
+    assert "unknown model 'nonexistent'" in v.known_model("nonexistent")
+    assert "hub is offline" in v.known_model("someorg/x")
+    (tmp_path / "blob.bin").write_bytes(bytes(range(256)) * 8)
+    assert "binary" in v.readable_topology(str(tmp_path / "blob.bin"))
+    assert v.readable_topology(str(tmp_path / "missing.txt")) == "no such file"
+    assert v.readable_topology(str(ROOT / "generator" / "machines" / "h200-sxm-2.txt")) is True
+
+
+def test_a_binary_topology_file_is_refused_at_its_prompt(tmp_path, capsys):
+    (tmp_path / "blob.bin").write_bytes(bytes(range(256)) * 8)
+    good = str(ROOT / "generator" / "machines" / "h200-sxm-2.txt")
+    keys = ["A topology" + ENTER, "blob.bin" + ENTER, replace_text("blob.bin", good)]  # refused, then a real one
+    keys += [*[ENTER] * 9, ENTER, ENTER]  # model .. machines, accept, default path
+    assert wizard(keys) == 0
+    assert "binary" not in capsys.readouterr().out  # refused at the prompt, not after every question
+    assert yaml.safe_load((tmp_path / "accelerate_config.yaml").read_text())["num_processes"] == 2
 
 
 def test_a_strategy_that_does_not_fit_needs_a_second_yes(tmp_path, capsys):
@@ -185,7 +212,7 @@ def test_nothing_fits_on_a_batch_that_does_not_split_offers_batches_that_do(tmp_
     keys = [*setup, DOWN + DOWN + ENTER, DOWN + DOWN + ENTER, ENTER, ENTER, ENTER]
     assert wizard(keys) == 0
     out = " ".join(capsys.readouterr().out.split())  # rich wraps lines
-    assert "use --global-batch 2 or 4 to use all 2 GPUs" in out
+    assert "use global batch 2 or 4 to use all 2 GPUs" in out
     config = yaml.safe_load((tmp_path / "accelerate_config.yaml").read_text())
     assert config["num_processes"] == 2
 
@@ -198,3 +225,89 @@ def test_rescue_offers_only_changes_that_alter_the_request():
     values = [v for _, v in q.rescue_choices({"_request": qlora, "_gpus": 2, "_split": q.batches_that_split(qlora, 2)})]
     assert values == ["batch:2", "batch:4", "offload", "quit"]
     assert q.batches_that_split(PlanRequest(global_batch=4), 2) == ()
+
+
+SPACE = " "
+
+
+def test_chosen_gpu_ids_reach_the_plan_and_the_config(tmp_path, capsys):
+    """Review -> "Choose which GPUs": the planner's 8 are ticked; untick GPUs 0-3 -> the plan and the written config
+    use GPUs 4-7 only."""
+    untick_first_four = (SPACE + DOWN) * 3 + SPACE + ENTER
+    keys = [*SETUP, "Choose which" + ENTER, untick_first_four, ENTER, ENTER]  # then accept, default path
+    assert wizard(keys) == 0
+    data = yaml.safe_load((tmp_path / "accelerate_config.yaml").read_text())
+    assert (str(data["gpu_ids"]), data["num_processes"]) == ("4,5,6,7", 4)
+
+
+def test_unticking_every_gpu_is_refused_at_the_prompt(tmp_path):
+    # untick GPUs 0 and 1 of h200-sxm-2 -> Enter is refused -> tick GPU 1 again -> accepted; a full fine-tune does
+    # not fit one H200, so the rescue's first choice (LoRA), then accept, default path
+    keys = [machine("h200-sxm-2"), *SETUP[1:], "Choose which" + ENTER, SPACE + DOWN + SPACE + ENTER, SPACE + ENTER]
+    assert wizard([*keys, ENTER, ENTER, ENTER]) == 0
+    data = yaml.safe_load((tmp_path / "accelerate_config.yaml").read_text())
+    assert (str(data["gpu_ids"]), data["num_processes"]) == ("1", 1)
+
+
+def test_gpu_id_validator_and_request():
+    from generator.plan.types import PlanRequest
+    from generator.wizard import questions as q
+    from generator.wizard.validators import picked_gpus
+
+    assert "at least one" in picked_gpus([], (0, 1)) and "[5]" in picked_gpus([5], (0, 1))
+    assert picked_gpus([1], (0, 1)) is True
+    r = q.with_gpu_ids(PlanRequest(exclude=(3,)), (0, 1, 2, 3), [1, 3])
+    assert (r.exclude, r.num_gpus) == ((0, 2), 2)
+
+
+def test_offload_is_a_review_choice_until_allowed():
+    from generator.plan.types import PlanRequest
+    from generator.wizard import questions as q
+
+    assert "offload" in [v for _, v in q.review_choices({"_request": PlanRequest()})]
+    assert "offload" not in [v for _, v in q.review_choices({"_request": PlanRequest(allow_offload=True)})]
+
+
+def test_advice_is_in_the_wizards_words(tmp_path, capsys):
+    """Forcing ddp on h200-nvl-8: the reasons name the wizard's menu choices, never a flag the wizard cannot take."""
+    keys = [machine("h200-nvl-8"), *SETUP[1:], DOWN + ENTER, "ddp" + ENTER, ENTER, "n", "Quit" + ENTER]
+    assert wizard(keys) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "answer yes to 'Write it anyway?'" in out and "pick 'auto' under 'Choose another strategy'" in out
+    assert "Allow ZeRO CPU offload' at 'What now?'" in out
+    assert not re.findall(r"(?<![\w-])--[a-z][a-z-]*", out)
+
+
+@pytest.mark.parametrize(
+    ("machine_name", "request_fields"),
+    [
+        ("h200-nvl-8", {"strategy": "ddp"}),
+        ("rtx4090-2", {}),
+        ("rtx4090-2", {"method": "qlora", "global_batch": 3}),
+        ("hgx-h200-8", {"num_machines": 2}),
+        ("h200-sxm-2", {"seq_len": 10_000_000}),
+    ],
+)
+def test_no_advice_shown_in_the_wizard_names_a_flag(machine_name, request_fields):
+    from generator.errors import UserError
+    from generator.model import load_model
+    from generator.plan.planner import make_plan
+    from generator.plan.types import PlanRequest
+    from generator.topology import load_topology
+    from generator.wizard.phrasing import in_wizard_words
+
+    try:
+        plan = make_plan(load_topology(machine=machine_name), load_model("mistral-7b"), PlanRequest(**request_fields))
+        texts = [*plan.reasons, *plan.warnings]
+    except UserError as exc:
+        texts = [str(exc)]
+    assert any("--" in t for t in texts)  # the planner's own text names flags (what `plan` prints) ...
+    assert not [t for t in map(in_wizard_words, texts) if re.search(r"(?<![\w-])--[a-z]", t)]  # ... the wizard's not
+
+
+def test_the_trial_refusal_names_the_wizards_model_question():
+    from generator.trial.loadable import FIX
+    from generator.wizard.phrasing import in_wizard_words
+
+    said = in_wizard_words(f"--trial: train.py cannot load the plan's model 'x/y': offline; {FIX}")
+    assert "answer 'Model' with a local directory" in said and "--" not in said

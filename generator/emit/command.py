@@ -10,6 +10,12 @@ from generator.model.presets import PRESET_HUB_IDS
 from generator.plan.types import Plan
 
 TRAIN_SCRIPT = "train.py"
+DATA_ARGS = ("--dataset", "recipes/data/synthetic_instruct.jsonl", "--max-steps", "100")
+"""Written out in recipe train commands and SLURM scripts, although they are train.py's defaults, so a copied command
+says what it trains on and for how long (tests/test_recipes_commands.py keeps them equal to train.py's defaults)."""
+DATA_NOTE = (
+    "# recipes/data/ is a small synthetic sample: replace --dataset with your data and --max-steps with your run"
+)
 
 
 def train_args(plan: Plan) -> list[str]:

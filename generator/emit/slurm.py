@@ -17,7 +17,7 @@ import shlex
 from collections.abc import Sequence
 from pathlib import Path
 
-from generator.emit.command import TRAIN_SCRIPT, launch_flags, nccl_env
+from generator.emit.command import DATA_ARGS, DATA_NOTE, TRAIN_SCRIPT, launch_flags, nccl_env
 from generator.emit.command import train_args as plan_train_args
 from generator.emit.header import clean
 from generator.emit.invariants import check_plan
@@ -39,6 +39,13 @@ def slurm_path(config_path: str) -> str:
     return str(p.with_name(p.stem + ".slurm.sh"))
 
 
+def data_args(train_args: Sequence[str]) -> list[str]:
+    """--dataset and --max-steps at train.py's defaults, each unless the caller's train args already name it: a
+    submitted job should say what it trains on and for how long."""
+    pairs = zip(DATA_ARGS[::2], DATA_ARGS[1::2], strict=True)
+    return [word for flag, value in pairs if flag not in train_args for word in (flag, value)]
+
+
 def render_slurm(plan: Plan, config_path: str, train_args: Sequence[str] = ()) -> str:
     """The batch script text for `sbatch`. Run it from the directory the config path is relative to."""
     check_plan(plan)
@@ -46,7 +53,7 @@ def render_slurm(plan: Plan, config_path: str, train_args: Sequence[str] = ()) -
         raise ValueError("a SLURM script is emitted for multi-machine plans only")
     q = shlex.quote
     flags = launch_flags(plan, machine_rank=False)
-    args = plan_train_args(plan) + list(train_args)
+    args = plan_train_args(plan) + data_args(train_args) + list(train_args)
     env = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", **nccl_env(plan)}
     gpus_per_node = max(plan.gpu_ids) + 1
     what = f"{plan.strategy} on {plan.num_machines} machines x {len(plan.gpu_ids)} GPUs, config {config_path}"
@@ -73,6 +80,7 @@ def render_slurm(plan: Plan, config_path: str, train_args: Sequence[str] = ()) -
         'HOSTS="$(scontrol show hostnames "$SLURM_JOB_NODELIST")"',
         "MAIN_IP=\"${HOSTS%%$'\\n'*}\"",
         "LAUNCH_FLAGS=(" + " ".join(q(f) for f in flags) + ")",
+        DATA_NOTE,
         "TRAIN_ARGS=(" + " ".join(q(a) for a in args) + ")",
         "",
         f"srun --nodes={plan.num_machines} --ntasks-per-node=1 \\",

@@ -10,8 +10,11 @@ from generator.plan.types import Plan, PlanRequest
 TOP = 3
 
 
-def trial_accepted(topology, model, request: PlanRequest, plan: Plan, console) -> tuple[Plan, list[str]]:
-    """(plan to write, header notes). With no trial finishing a step, the accepted plan and no notes."""
+def trial_accepted(
+    topology, model, request: PlanRequest, plan: Plan, console, phrase=lambda text: text
+) -> tuple[Plan, list[str]]:
+    """(plan to write, header notes). With no trial finishing a step, the accepted plan and no notes. `phrase` puts
+    advice in the asker's words (the wizard's choices instead of `plan --trial`'s flags)."""
     from generator.errors import UserError
     from generator.plan.planner import plan_key, ranked_candidates
     from generator.trial import calibration
@@ -24,7 +27,7 @@ def trial_accepted(topology, model, request: PlanRequest, plan: Plan, console) -
         train_script(opts.train_script)
         check_loadable(trial_model(plan, opts), from_model_dir=False)
     except UserError as exc:
-        console.print(f"No trial: {exc}. Writing the accepted plan.", highlight=False, markup=False)
+        console.print(f"No trial: {phrase(str(exc))}. Writing the accepted plan.", highlight=False, markup=False)
         return plan, []
     w = plan.workload
     request = replace(

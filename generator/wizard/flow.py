@@ -6,9 +6,13 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+from rich.markup import escape
+
 from generator.errors import UserError
 from generator.wizard import questions as q
+from generator.wizard.phrasing import in_wizard_words, plan_in_wizard_words
 from generator.wizard.runner import ask, run_questions
+from generator.wizard.validators import picked_gpus
 
 
 def detect_live():
@@ -55,7 +59,8 @@ def run_wizard(console=None) -> int:
     if answers.get("trial"):  # asked only when this machine's GPUs were detected
         from generator.trial.wizard import trial_accepted
 
-        plan, notes = trial_accepted(topology, model, q.request_from_answers(answers), plan, console)
+        request = q.request_from_answers(answers)
+        plan, notes = trial_accepted(topology, model, request, plan, console, phrase=in_wizard_words)
     return write_config(plan, console, notes)
 
 
@@ -67,7 +72,7 @@ def retry(console, load, answers, spec, can_retry=lambda: True):
         except UserError as exc:
             if not can_retry():
                 raise
-            console.print(f"[red]{exc}[/]", highlight=False)
+            console.print(f"[red]{escape(in_wizard_words(str(exc)))}[/]", highlight=False)
             answers[spec.key] = ask(spec, answers)
 
 
@@ -81,7 +86,7 @@ def review(topology, model, request, console):
         try:
             plan = make_plan(topology, model, request)
         except UserError as exc:
-            console.print(f"[red]{exc}[/]", highlight=False)
+            console.print(f"[red]{escape(in_wizard_words(str(exc)))}[/]", highlight=False)
             gpus = request.num_gpus or len(free_gpus(topology, request))
             split = q.batches_that_split(request, gpus * request.num_machines)
             fix = ask(q.RESCUE, {"_request": request, "_gpus": gpus, "_split": split})
@@ -89,8 +94,8 @@ def review(topology, model, request, console):
                 return None
             request = _rescued(request, fix)
             continue
-        print_plan(plan, "", [], console=console)
-        action = ask(q.REVIEW, {})
+        print_plan(plan_in_wizard_words(plan), "", [], console=console)
+        action = ask(q.REVIEW, {"_request": request})
         if action == "quit":
             return None
         if action == "strategy":
@@ -98,6 +103,12 @@ def review(topology, model, request, console):
         elif action == "gpus":
             free = range(1, len(free_gpus(topology, request)) + 1)
             request = replace(request, num_gpus=ask(q.GPU_COUNT, {"_free": free}))
+        elif action == "ids":
+            ids = topology.indices
+            spec = replace(q.GPU_IDS, validate=lambda chosen, ids=ids: picked_gpus(chosen, ids))
+            request = q.with_gpu_ids(request, ids, ask(spec, {"_topology": topology, "_plan": plan}))
+        elif action == "offload":
+            request = replace(request, allow_offload=True)
         elif not plan.forced or ask(q.WRITE_ANYWAY, {}):
             return plan
 

@@ -4,35 +4,23 @@ the topology detected on this machine (or None), `_machines` the bundled referen
 from __future__ import annotations
 
 import importlib.util
-from pathlib import Path
+from dataclasses import replace
 
 from generator.plan.fabrics import FABRICS
 from generator.plan.types import PlanRequest
 from generator.wizard.runner import Answers, QuestionSpec
+from generator.wizard.validators import (
+    auto_or_positive_int,
+    known_model,
+    positive_int,
+    positive_number,
+    readable_topology,
+)
 
 FILE = "file"
 """Machine answer meaning "read a topology file"."""
 LIVE = "live"
 """Machine answer meaning "this machine, as detected"."""
-
-
-def positive_int(text: str) -> bool | str:
-    return text.strip().isdigit() and int(text) > 0 or "a whole number above 0"
-
-
-def auto_or_positive_int(text: str) -> bool | str:
-    return text.strip() == "auto" or positive_int(text) is True or 'a whole number above 0, or "auto"'
-
-
-def positive_number(text: str) -> bool | str:
-    try:
-        return float(text) > 0 or "a bandwidth above 0 (GB/s)"
-    except ValueError:
-        return "a bandwidth in GB/s, e.g. 40"
-
-
-def existing_file(text: str) -> bool | str:
-    return Path(text.strip()).expanduser().is_file() or "no such file"
 
 
 def auto_int(text: str) -> int | None:
@@ -51,7 +39,7 @@ def model_choices(answers: Answers) -> list[str]:
 
 
 TOPO_FILE = QuestionSpec(
-    "topo_file", "text", "Topology file:", validate=existing_file, when=lambda a: a["machine"] == FILE
+    "topo_file", "text", "Topology file:", validate=readable_topology, when=lambda a: a["machine"] == FILE
 )
 MODEL = QuestionSpec(
     "model",
@@ -59,7 +47,7 @@ MODEL = QuestionSpec(
     "Model (preset, Hugging Face id or local directory):",
     model_choices,
     default="mistral-7b",
-    validate=lambda t: bool(t.strip()) or "type a preset name, a hub id or a path",
+    validate=known_model,
 )
 QUESTIONS: tuple[QuestionSpec, ...] = (
     QuestionSpec(
@@ -209,10 +197,14 @@ def request_from_answers(a: Answers) -> PlanRequest:
 
 
 def review_choices(answers: Answers) -> list[tuple[str, str]]:
+    request: PlanRequest | None = answers.get("_request")
+    offload = request is not None and not request.allow_offload and request.strategy == "auto"
     return [
         ("Accept: write the config", "accept"),
         ("Choose another strategy", "strategy"),
         ("Choose the number of GPUs", "gpus"),
+        ("Choose which GPUs (leave out busy ones)", "ids"),
+        *([("Allow ZeRO CPU offload (slow; lets larger work fit)", "offload")] if offload else []),
         ("Quit without writing anything", "quit"),
     ]
 
@@ -232,6 +224,15 @@ def strategy_choices(answers: Answers) -> list[tuple[str, str]]:
 
 def gpu_count_choices(answers: Answers) -> list[tuple[str, int | None]]:
     return [("as many as help (auto)", None)] + [(f"{n} GPU{'s' if n > 1 else ''}", n) for n in answers["_free"]]
+
+
+def gpu_id_choices(answers: Answers) -> list[tuple[str, int]]:
+    return [(f"GPU {g.index}: {g.name} ({g.memory_gb:g} GB)", g.index) for g in answers["_topology"].gpus]
+
+
+def with_gpu_ids(request: PlanRequest, all_ids: tuple[int, ...], chosen: list[int]) -> PlanRequest:
+    """The request on exactly the ticked GPUs: the others excluded, and all the ticked ones used."""
+    return replace(request, exclude=tuple(i for i in all_ids if i not in chosen), num_gpus=len(chosen))
 
 
 def rescue_choices(answers: Answers) -> list[tuple[str, str]]:
@@ -264,6 +265,13 @@ def batches_that_split(request: PlanRequest, num_gpus: int) -> tuple[int, ...]:
 REVIEW = QuestionSpec("action", "select", "What now?", review_choices, default="accept")
 STRATEGY = QuestionSpec("strategy", "select", "Strategy:", strategy_choices, default=lambda a: a["_plan"].strategy)
 GPU_COUNT = QuestionSpec("num_gpus", "select", "How many GPUs?", gpu_count_choices)
+GPU_IDS = QuestionSpec(
+    "gpu_ids",
+    "checkbox",
+    "Which GPUs? (space ticks or unticks, Enter accepts; the planner's pick is ticked)",
+    gpu_id_choices,
+    default=lambda a: a["_plan"].gpu_ids,
+)
 RESCUE = QuestionSpec(
     "rescue", "select", "Nothing fits. What now?", rescue_choices, default=lambda a: rescue_choices(a)[0][1]
 )

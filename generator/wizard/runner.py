@@ -15,14 +15,15 @@ class QuestionSpec:
     key: str
     """Where the answer goes in the answers dict."""
     kind: str
-    """select | autocomplete | text | confirm."""
+    """select | checkbox | autocomplete | text | confirm."""
     message: str
     choices: Callable[[Answers], Sequence[Any]] | None = None
-    """For select: (title, value) pairs; for autocomplete: strings offered while typing."""
+    """For select and checkbox: (title, value) pairs; for autocomplete: strings offered while typing."""
     default: Any = None
-    """A value, or a callable of the answers so far."""
-    validate: Callable[[str], bool | str] | None = None
-    """Text check: True, or a message shown under the prompt until the input is fixed."""
+    """A value, or a callable of the answers so far; for a checkbox, the values ticked at first."""
+    validate: Callable[[Any], bool | str] | None = None
+    """Check of the typed text (a checkbox: the list of ticked values), run when the user presses Enter: True, or a
+    message shown under the prompt until the answer is fixed."""
     when: Callable[[Answers], bool] | None = None
     """Ask only when this is true of the answers so far."""
     parse: Callable[[str], Any] | None = None
@@ -44,12 +45,22 @@ def ask(spec: QuestionSpec, answers: Answers) -> Any:
             use_jk_keys=False,  # letters type into the search filter instead
             use_search_filter=True,
         )
+    elif spec.kind == "checkbox":
+        ticked = set(default or ())
+        choices = [questionary.Choice(t, value=v, checked=v in ticked) for t, v in spec.choices(answers)]
+        question = questionary.checkbox(spec.message, choices=choices, validate=spec.validate or (lambda _: True))
     elif spec.kind == "autocomplete":
         question = questionary.autocomplete(
-            spec.message, choices=list(spec.choices(answers)), default=str(default or ""), validate=spec.validate
+            spec.message,
+            choices=list(spec.choices(answers)),
+            default=str(default or ""),
+            validate=spec.validate,
+            validate_while_typing=False,  # a validator may read a file or ask the hub: once, on Enter
         )
     elif spec.kind == "text":
-        question = questionary.text(spec.message, default=str(default or ""), validate=spec.validate)
+        question = questionary.text(
+            spec.message, default=str(default or ""), validate=spec.validate, validate_while_typing=False
+        )
     elif spec.kind == "confirm":
         question = questionary.confirm(spec.message, default=bool(default))
     else:

@@ -19,7 +19,8 @@ CONFIG=recipes/multinode-hgx-h200-8x2-hsdp/config.yaml
 HOSTS="$(scontrol show hostnames "$SLURM_JOB_NODELIST")"
 MAIN_IP="${HOSTS%%$'\n'*}"
 LAUNCH_FLAGS=(--rdzv_backend static --same_network --enable_cpu_affinity)
-TRAIN_ARGS=(--model mistralai/Mistral-7B-v0.1 --seq-len 4096 --micro-batch 2 --global-batch 64 --no-grad-checkpointing --attn-implementation flex_attention)
+# recipes/data/ is a small synthetic sample: replace --dataset with your data and --max-steps with your run
+TRAIN_ARGS=(--model mistralai/Mistral-7B-v0.1 --seq-len 4096 --micro-batch 2 --global-batch 64 --no-grad-checkpointing --attn-implementation flex_attention --dataset recipes/data/synthetic_instruct.jsonl --max-steps 100)
 
 srun --nodes=2 --ntasks-per-node=1 \
     bash -c 'trap "" USR1; exec accelerate launch --machine_rank "$SLURM_NODEID" "$@"' accelerate-node \
