@@ -27,15 +27,15 @@ def _text_bytes(value) -> int:
 
 
 def _examples(path: Path) -> list:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        raise UserError(f"--dataset {path}: cannot read it ({err}); give a local .jsonl or .json file") from None
+    """Up to MAX_EXAMPLES examples; a .jsonl file is read line by line, so a large one costs only what is scanned."""
     try:
         if path.suffix == ".jsonl":
-            lines = [line for line in text.splitlines() if line.strip()][:MAX_EXAMPLES]
-            return [json.loads(line) for line in lines]
-        data = json.loads(text)
+            with path.open(encoding="utf-8") as fh:
+                lines = [line for _, line in zip(range(MAX_EXAMPLES * 2), fh, strict=False) if line.strip()]
+            return [json.loads(line) for line in lines[:MAX_EXAMPLES]]
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as err:
+        raise UserError(f"--dataset {path}: cannot read it ({err}); give a local .jsonl or .json file") from None
     except json.JSONDecodeError as err:
         why = f"not valid JSON ({err}); give a .jsonl (one example a line) or .json list"
         raise UserError(f"--dataset {path}: {why}") from None
