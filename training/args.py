@@ -6,15 +6,15 @@ import argparse
 import os
 
 from generator.errors import UserError
+from generator.estimate.types import DEFAULT_LOAD_DTYPE
 
 DEFAULT_MODEL = "mistralai/Mistral-7B-v0.1"
 DEFAULT_LORA_TARGETS = "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj"
 # Adapters train at a much larger step than full weights; a full fine-tune at 2e-4 diverges, LoRA at 1e-5 barely moves.
 DEFAULT_LR = {"full": 1e-5, "lora": 2e-4, "qlora": 2e-4}
-# Full fine-tuning keeps fp32 masters (pure-bf16 AdamW drops small updates). LoRA/QLoRA never update the base, so an
-# fp32 copy of it only costs memory: on one H200 (seq 4096, mb 4) a bf16 base took 28.1 GB vs 47.1 GB, 6,800 vs 6,600
-# tokens/s. peft still keeps the adapters in fp32 (it upcasts bf16 adapter weights when it wraps the model).
-DEFAULT_LOAD_DTYPE = {"full": "fp32", "lora": "bf16", "qlora": "bf16"}
+# --load-dtype auto per method, from the table the estimator also reads (one owner): full fine-tuning keeps fp32
+# masters (pure-bf16 AdamW drops small updates); LoRA/QLoRA never update the base, so an fp32 copy of it only costs
+# memory, and peft keeps the adapters in fp32 anyway (docs/train.md).
 
 
 def _by_method(table: dict, fmt=str) -> str:

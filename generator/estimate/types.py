@@ -15,7 +15,7 @@ LoadDtype = Literal["fp32", "bf16"]
 """dtype the weights are loaded in (train.py --load-dtype)."""
 LOAD_DTYPES: tuple[str, ...] = get_args(LoadDtype)
 DEFAULT_LOAD_DTYPE: dict[str, str] = {"full": "fp32", "lora": "bf16", "qlora": "bf16"}
-"""What train.py's --load-dtype auto resolves to per method (training/args.py holds the same table): fp32 masters for
+"""What train.py's --load-dtype auto resolves to per method (training/args.py reads this table): fp32 masters for
 full fine-tuning, a bf16 frozen base under fp32 adapters."""
 
 
