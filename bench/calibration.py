@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from bench.run_matrix import BENCH_DOC_TOKENS
+from bench.wires import NVLINK, WIRE_VALIDATION_KEYS, busbw_by_wire, wire_of
 from generator.catalog.gpus import find_gpu
 from generator.estimate import Estimate, Placement, Workload, estimate
 from generator.model import load_model
@@ -93,6 +94,8 @@ class Row:
     """Tokens per packed document (sweep rows); matrix rows use the bench data's mean."""
     key: str = ""
     """The harness's cell key (sweep rows), which a later file's `supersedes` refers to."""
+    wire: str = NVLINK
+    """What joined the GPUs (bench/wires.py): nvlink, p2poff (host path) or sockets."""
     role: str = "fit"
     """fit (the estimator's terms may be fitted to it), validation (held out: VALIDATION_KEYS) or superseded (a later
     file of the same harness measured the same cell again after a fix: shown, unscored)."""
@@ -107,6 +110,7 @@ class Row:
     def label(self) -> str:
         extra = (f" {self.method}" if self.method != "full" else "") + (" liger" if self.liger else "")
         extra += (" compile" if self.compiled else "") + (" flex" if self.flex else "")
+        extra += f" {self.wire}" if self.wire != NVLINK else ""
         if self.doc_tokens is not None:
             extra += " fill" if self.doc_tokens >= self.seq_len else f" docs{self.doc_tokens}"
         ckpt = "ckpt" if self.ckpt else "no-ckpt"
@@ -171,6 +175,9 @@ def _matrix_rows(name: str, data: dict) -> list[Row]:
                 from_matrix=True,
                 compiled="--dynamo_backend" in cmd,
                 flex="flex_attention" in cmd,
+                wire=wire_of(c),
+                key=key,
+                role="validation" if key in WIRE_VALIDATION_KEYS else "fit",
             )
         )
     return rows
@@ -282,15 +289,9 @@ def load_rows(files: dict[str, dict]) -> list[Row]:
     return rows
 
 
-def measured_busbw(files: dict[str, dict]) -> dict[int, float]:
-    """GPU count -> best measured all-reduce busbw (GB/s, largest message) over every probe file's subsets."""
-    best: dict[int, float] = {}
-    for data in files.values():
-        for key, value in (data.get("subsets") or {}).items():
-            gbps = value.get("all_reduce") if isinstance(value, dict) else value
-            n = len(key.split(","))
-            best[n] = max(best.get(n, 0.0), float(gbps))
-    return best
+def measured_busbw(files: dict[str, dict], wire: str = NVLINK) -> dict[int, float]:
+    """GPU count -> best measured all-reduce busbw (GB/s, largest message) of that wire's probes (bench/wires.py)."""
+    return busbw_by_wire(files)[wire]
 
 
 def placement(gpus: int, busbw: dict[int, float]) -> Placement:
@@ -303,7 +304,13 @@ def placement(gpus: int, busbw: dict[int, float]) -> Placement:
     )
 
 
-def predict(row: Row, busbw: dict[int, float]) -> Estimate:
+def predict(row: Row, busbw: dict[int, float], wires: dict[str, dict[int, float]] | None = None) -> Estimate:
+    """The estimator for the row's settings; `busbw` is NVLink's, a slow-wire row takes its own from `wires`
+    (busbw_by_wire) and is refused without it rather than predicted at NVLink's bandwidth."""
+    if row.wire != NVLINK and row.gpus > 1:
+        if not wires or row.gpus not in wires.get(row.wire, {}):
+            raise ValueError(f"{row.label}: no {row.wire} probe in bench/results/ (bench/wires.py probe makes one)")
+        busbw = wires[row.wire]
     return estimate(load_model(MODEL), row.workload, placement(row.gpus, busbw), row.strategy)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from bench.calibration import MODEL, Row, bench_attention, predict
+from bench.wires import NVLINK
 from generator.errors import UserError
 from generator.model import load_model
 from generator.plan.planner import make_plan
@@ -64,25 +65,29 @@ def planner_pick(
     return plan.strategy, plan.workload.grad_checkpointing
 
 
-def fits_usable(row: Row, busbw: dict[int, float]) -> bool:
+def fits_usable(row: Row, busbw: dict[int, float], wires: dict[str, dict[int, float]] | None = None) -> bool:
     """Measured peak reserved within the planner's usable memory for this row's GPUs."""
-    return row.reserved_gb is not None and row.reserved_gb <= predict(row, busbw).capacity_gb
+    return row.reserved_gb is not None and row.reserved_gb <= predict(row, busbw, wires).capacity_gb
 
 
-def verdicts(rows: list[Row], busbw: dict[int, float]) -> list[Verdict]:
-    """One per (matrix file, GPUs, method, seq, micro-batch, load dtype, Liger, flex) group of matrix cells."""
+def verdicts(
+    rows: list[Row], busbw: dict[int, float], wires: dict[str, dict[int, float]] | None = None
+) -> list[Verdict]:
+    """One per (matrix file, GPUs, method, seq, micro-batch, load dtype, Liger, flex, wire) group of matrix cells;
+    a slow wire's group is ranked against the planner's pick at that wire's measured busbw."""
     groups: dict[tuple, list[Row]] = {}
     for r in (r for r in rows if r.from_matrix and not r.unmodelled):
-        key = (r.source, r.gpus, r.method, r.seq_len, r.micro_batch, r.load_dtype, r.liger, r.flex)
+        key = (r.source, r.gpus, r.method, r.seq_len, r.micro_batch, r.load_dtype, r.liger, r.flex, r.wire)
         groups.setdefault(key, []).append(r)
     out = []
-    for (source, gpus, method, seq, mb, load, liger, flex), cells in sorted(groups.items()):
+    for (source, gpus, method, seq, mb, load, liger, flex, wire), cells in sorted(groups.items()):
         name = f"{source.removesuffix('.json')} {gpus} GPU {method} s{seq} mb{mb} {load}"
-        name += (" liger" if liger else "") + (" flex" if flex else "")
-        ran = [c for c in cells if c.status == "ok" and c.tps and fits_usable(c, busbw)]
+        name += (" liger" if liger else "") + (" flex" if flex else "") + (f" {wire}" if wire != NVLINK else "")
+        wire_busbw = (wires or {}).get(wire, {}) if wire != NVLINK else busbw
+        ran = [c for c in cells if c.status == "ok" and c.tps and fits_usable(c, busbw, wires)]
         best = max(ran, key=lambda c: (c.tps, c.strategy, c.ckpt), default=None)
         try:
-            strategy, ckpt = planner_pick(gpus, method, seq, mb, load, busbw, liger, flex)
+            strategy, ckpt = planner_pick(gpus, method, seq, mb, load, wire_busbw, liger, flex)
         except UserError as exc:
             fastest = _cell(best.strategy, best.ckpt) if best else "-"
             out.append(Verdict(name, f"none ({exc})", fastest, best and best.tps, None, None, "no pick"))

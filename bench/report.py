@@ -18,6 +18,7 @@ if str(BENCH.parent) not in sys.path:  # run as a script from anywhere
 from bench.calibration import RESULTS_DIR, error_pct, load_files, load_rows, measured_busbw, predict  # noqa: E402
 from bench.recommend import verdicts  # noqa: E402
 from bench.targets import WHY_VALIDATION_MISSED, explain, judge, judge_validation  # noqa: E402
+from bench.wires import busbw_by_wire  # noqa: E402
 
 REPORT = BENCH / "REPORT.md"
 IN_SAMPLE = (
@@ -99,10 +100,10 @@ def _records(data: dict) -> str:
 
 def build(files: dict[str, dict]) -> tuple[str, dict]:
     """(markdown, data for the plots)."""
-    rows, busbw = load_rows(files), measured_busbw(files)
+    rows, busbw, wires = load_rows(files), measured_busbw(files), busbw_by_wire(files)
     mem, tput, failed = [], [], []
     for r in sorted(rows, key=lambda r: (r.gpus, r.strategy, r.label, r.source)):
-        e = predict(r, busbw)
+        e = predict(r, busbw, wires)
         if r.status != "ok":
             status = r.status + (" (measured again after a fix)" if r.role == "superseded" else "")
             failed.append([r.label, r.source, status, f"{e.reserved_gb:.2f}", f"{e.capacity_gb:.2f}", str(e.fits)])
@@ -111,7 +112,7 @@ def build(files: dict[str, dict]) -> tuple[str, dict]:
             mem.append((r, e, ea, r.reserved_gb and error_pct(e.reserved_gb, r.reserved_gb)))
         if r.tps is not None:
             tput.append((r, e, error_pct(e.tokens_per_s_per_gpu, r.tps)))
-    recs = verdicts(rows, busbw)
+    recs = verdicts(rows, busbw, wires)
     held_mem, held_tput = [m for m in mem if m[0].role == "validation"], [t for t in tput if t[0].role == "validation"]
     old = [m for m in mem if m[0].role == "superseded"]
     mem, tput = [m for m in mem if m[0].role == "fit"], [t for t in tput if t[0].role == "fit"]

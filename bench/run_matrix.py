@@ -30,8 +30,9 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:  # run as a script (python bench/run_matrix.py) without the package installed
     sys.path.insert(0, str(REPO))
 
-from bench.harness import SAFE_ENV, model_dir, versions  # noqa: E402
+from bench.harness import model_dir, versions  # noqa: E402
 from bench.matrix_runner import DONE, Runner  # noqa: E402
+from bench.wires import WIRE_STEPS, cell_env, wire_cells, wire_of, wire_plan_flags  # noqa: E402
 from generator.catalog import strategies as catalog  # noqa: E402
 from generator.plan.policy import tie_rank  # noqa: E402
 from generator.trial.metrics import looks_oom, read_steps  # noqa: E402
@@ -65,6 +66,18 @@ LEVERS = [
     (2, "fsdp", "full", 4096, 4, False, "liger-flex"),
     (1, "ddp", "qlora", 4096, 1, True, ""),
 ]
+# Issue 21: Liger under FSDP2 no-reshard beside its plain twin (run 3; FSDP2's pair is already above), and the
+# planner's picks with gradient accumulation (run 4, variant "ga<N>": global batch = micro-batch x GPUs x N): 2x H200
+# full seq 4096 global batch 8 (ZeRO-1 is `plan`'s pick today, FSDP2 no-reshard the one the issue names) and the
+# fast recipe's ZeRO-1 micro-batch 1 x 32 with Liger and flex.
+LEVERS += [
+    (2, "fsdp_grad_op", "full", 4096, 1, False, "liger"),
+    (2, "zero1", "full", 4096, 1, False, "ga4"),
+    (2, "fsdp_grad_op", "full", 4096, 1, False, "ga4"),
+    (2, "zero1", "full", 4096, 1, False, "liger-flex-ga32"),
+]
+# The slow wires (issue 21, run 1): the core strategies under the host path and sockets, variant = the wire's name.
+LEVERS += wire_cells()
 LAUNCH_FLAGS = {"compile": ["--dynamo_backend", "inductor", "--dynamo_use_regional_compilation"]}
 TRAIN_FLAGS = {"liger": ["--liger"], "flex": ["--attn-implementation", "flex_attention"]}
 # A cell whose predicted peak allocated memory exceeds the card by more than this is recorded as skipped, not launched:
@@ -117,15 +130,29 @@ def variant_parts(cell: dict) -> set[str]:
     return set(filter(None, cell.get("variant", "").split("-")))
 
 
+def grad_accum(cell: dict) -> int:
+    """The accumulation steps a `ga<N>` variant asks for (1 without)."""
+    return next((int(p[2:]) for p in variant_parts(cell) if p.startswith("ga") and p[2:].isdigit()), 1)
+
+
+def cell_steps(cell: dict, steps: int) -> int:
+    """Fewer steps where one step is long: a sockets all-reduce, or many accumulation micro-steps (5 stay warm-up)."""
+    if grad_accum(cell) >= 8:
+        return min(steps, 8)
+    return min(steps, WIRE_STEPS.get(wire_of(cell), steps))
+
+
 def plan_cell(cell: dict, cfg: Path, extra_plan: list[str], lane: int | None = None, n_gpus: int = 0) -> dict:
-    """The generator's plan and config for this cell; lane pins a 1-GPU cell to one GPU (the others excluded)."""
-    pin = []
+    """The generator's plan and config for this cell; lane pins a 1-GPU cell to one GPU (the others excluded). A
+    slow-wire cell's probe is looked up beside its config."""
+    pin = wire_plan_flags(cell, cfg.parent)
     if lane is not None and n_gpus > 1:
-        pin = ["--exclude", ",".join(str(i) for i in range(n_gpus) if i != lane)]
+        pin += ["--exclude", ",".join(str(i) for i in range(n_gpus) if i != lane)]
     cmd = [
         sys.executable, "-m", "generator", "plan", "--model", "mistral-7b", "--num-gpus", str(cell["gpus"]),
         "--strategy", cell["strategy"], "--method", cell["method"], "--seq-len", str(cell["seq_len"]),
-        "--micro-batch", str(cell["micro_batch"]), "--global-batch", str(cell["micro_batch"] * cell["gpus"]),
+        "--micro-batch", str(cell["micro_batch"]),
+        "--global-batch", str(cell["micro_batch"] * cell["gpus"] * grad_accum(cell)),
         "--grad-checkpointing", "on" if cell["ckpt"] else "off", "--output", str(cfg), "--force", "--json",
         *(["--liger"] if "liger" in variant_parts(cell) else []), *pin, *extra_plan,
         *(["--attention", "flex", "--doc-tokens", str(BENCH_DOC_TOKENS)] if "flex" in variant_parts(cell) else []),
@@ -153,6 +180,7 @@ def summarise_log(log: Path) -> dict:
         allocated_per_rank_gb=last.get("max_mem_allocated_gb"),
         reserved_per_rank_gb=last.get("max_mem_reserved_gb"),
         losses=[round(r["loss"], 4) for r in steps],
+        grad_norms=[None if r.get("grad_norm") is None else round(r["grad_norm"], 4) for r in steps],
     )
 
 
@@ -199,8 +227,9 @@ def run_cell(
     if over is not None and over > SKIP_PREDICTED_OVER:
         return dict(cell, config=plan, predicted=predicted, status="skipped", tail=f"predicted {over:.2f}x the GPU")
     model = model_dir(workdir)  # QLoRA too: train.py quantises the random init in memory (issue 17)
+    steps = cell_steps(cell, steps)
     train = train_command(cell, plan, cfg, log, model, workdir / cell["key"], steps, extra_train)
-    env = {**os.environ, **SAFE_ENV, "CUDA_DEVICE_ORDER": "PCI_BUS_ID", "PYTHONUNBUFFERED": "1"}
+    env = cell_env(cell, os.environ)
     if log.exists():
         log.unlink()  # a retried cell must not summarise the failed attempt's steps
     t0 = time.time()
