@@ -51,6 +51,7 @@ from training.model import (
     load_config_and_tokenizer,
     load_model,
 )
+from training.precision import ao_recipe, check_fp8, compile_layers, config_asks_fp8, fp8_layer_names
 
 
 def train(args: argparse.Namespace) -> int:
@@ -66,11 +67,17 @@ def train(args: argparse.Namespace) -> int:
 
     # -- the Accelerator: the launch config decides the strategy -------------------------------------------------------
     use_cuda = torch.cuda.is_available()
+    fp8 = args.precision == "fp8" or config_asks_fp8()
+    if fp8:  # a machine or method float8 cannot serve fails here, before the model load
+        check_fp8(args.method)
     accelerator = Accelerator(
         cpu=not use_cuda,  # without it, torchrun-spawned CPU workers each train alone instead of joining a gloo group
+        # fp8: accelerate converts the Linear layers inside prepare, with train.py's filter and config (ao_recipe)
+        mixed_precision="fp8" if fp8 else None,
         gradient_accumulation_plugin=GradientAccumulationPlugin(num_steps=1, sync_with_dataloader=False),
         step_scheduler_with_optimizer=False,  # stepped once per optimizer step below, independent of world size
-        kwargs_handlers=[DistributedDataParallelKwargs(gradient_as_bucket_view=DDP_GRADIENT_AS_BUCKET_VIEW)],
+        kwargs_handlers=[DistributedDataParallelKwargs(gradient_as_bucket_view=DDP_GRADIENT_AS_BUCKET_VIEW)]
+        + ([ao_recipe(args.fp8_recipe)] if fp8 else []),
     )
     main = accelerator.is_main_process
     world = accelerator.num_processes
@@ -114,6 +121,7 @@ def train(args: argparse.Namespace) -> int:
         enable_grad_checkpointing(model)
     if args.method in ("lora", "qlora"):
         model = add_adapters(model, args, args.grad_checkpointing and not fsdp_ac)
+    compiled = compile_layers(model) if fp8 else 0  # float8's casts fuse only under compile (training/precision.py)
     n_params, n_trainable = count_params(model)
     qlora_ckpt = args.method == "qlora" and args.grad_checkpointing  # peft's prepare_model_for_kbit_training did it
 
@@ -146,6 +154,7 @@ def train(args: argparse.Namespace) -> int:
         torch.cuda.reset_peak_memory_stats()
     if resume_from is not None:
         accelerator.load_state(str(resume_from))
+    fp8_linears = fp8_layer_names(model) if fp8 else []
 
     # -- the start record ----------------------------------------------------------------------------------------------
     log = JsonLog(args.log_file, main)
@@ -160,6 +169,10 @@ def train(args: argparse.Namespace) -> int:
         world_size=world,
         grad_accum=ga,
         mixed_precision=accelerator.mixed_precision,
+        precision="fp8" if fp8 else "bf16",
+        fp8_recipe=args.fp8_recipe if fp8 else None,
+        fp8_linears=len(fp8_linears),
+        compiled_layers=compiled,
         load_dtype=args.load_dtype,
         lr=args.lr,
         method=args.method,
@@ -184,7 +197,10 @@ def train(args: argparse.Namespace) -> int:
 
     # -- the loop ------------------------------------------------------------------------------------------------------
     step, exit_code = start_step, 0
-    stats = {"tokens": 0, "seconds": 0.0, "losses": []}
+    stats = {"tokens": 0, "seconds": 0.0, "losses": [], "warmup_s": 0.0}
+    # Left out of tokens/s: the first step (allocator warm-up, lazy init) and, under compile, the second too, where a
+    # recompilation would land (a guard that only fails once the optimizer has stepped); their time is compile_s.
+    warmup_steps = 2 if compiled else 1
     device = accelerator.device
     tokens_per_step_per_gpu = args.micro_batch * ga * args.seq_len
     data = iter(loader)
@@ -220,9 +236,11 @@ def train(args: argparse.Namespace) -> int:
             ids_here = torch.cat([mb["sample_id"] for mb in micro]).to(device)
             record["samples"] = sorted(accelerator.gather(ids_here).tolist())
         log.write(**record)
-        if stats["losses"]:  # the first step of a run (allocator warm-up, lazy init) is left out of the throughput
+        if len(stats["losses"]) >= warmup_steps:
             stats["tokens"] += tokens_per_step_per_gpu
             stats["seconds"] += elapsed
+        else:
+            stats["warmup_s"] += elapsed
         stats["losses"].append(loss)
         if bar is not None:
             bar.update(1)
@@ -255,6 +273,8 @@ def train(args: argparse.Namespace) -> int:
         export(accelerator, model, tok, Path(args.export), args.method != "full")
         log.write(event="export", step=step, path=args.export)
     summary = summarize(accelerator, stats, step, flops, peak_tflops, predicted, predicted_src, use_cuda)
+    if compiled:
+        summary["compile_s"] = round(stats["warmup_s"], 3)
     log.write(event="summary", **summary)
     if main:
         print_summary(summary, strategy)

@@ -88,6 +88,14 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"dtype of the loaded weights; auto: {_by_method(DEFAULT_LOAD_DTYPE)} (fp32 masters for full fine-tuning, "
         "a bf16 frozen base under fp32 adapters)",
     )
+    a(
+        "--precision",
+        choices=("bf16", "fp8"),
+        default="bf16",
+        help="fp8: the decoder's Linear layers train in float8 through torchao (full fine-tunes, compute capability "
+        "8.9+), each decoder layer compiled; a config with mixed_precision: fp8 means the same",
+    )
+    a("--fp8-recipe", choices=("tensorwise", "rowwise"), default="tensorwise", help="torchao float8 scaling")
     a("--lora-r", type=int, default=16, help="LoRA rank")
     a("--lora-alpha", type=int, default=32, help="LoRA scaling numerator (scale = alpha / r)")
     a("--lora-targets", default=DEFAULT_LORA_TARGETS, help="comma list of module names, or all-linear")

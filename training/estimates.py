@@ -31,7 +31,8 @@ def estimator_inputs(args, config, ga: int, grad_ckpt: bool, mixed_precision: st
             grad_accum=ga,
             grad_checkpointing=grad_ckpt,
             load_dtype=args.load_dtype,
-            mixed_precision="bf16" if mixed_precision == "bf16" else "no",
+            # fp8 autocasts the rest of the model in bf16; float8's own terms belong to the generator's estimator
+            mixed_precision="bf16" if mixed_precision in ("bf16", "fp8") else "no",
             lora_r=args.lora_r,
             liger=args.liger,
             grad_as_bucket_view=DDP_GRADIENT_AS_BUCKET_VIEW,

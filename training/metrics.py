@@ -98,7 +98,8 @@ def print_summary(s: dict, strategy: str) -> None:
     print(
         f"train.py summary ({strategy}): steps {s['steps']} ({s['steps_this_run']} this run), loss "
         f"{fmt(s['first_loss'], '.4f')} -> {fmt(s['final_loss'], '.4f')}, {s['tokens_per_s_per_gpu']:.0f} tokens/s "
-        f"per GPU, MFU {fmt(s['mfu'], '.1%')}",
+        f"per GPU, MFU {fmt(s['mfu'], '.1%')}"
+        + (f", compile {s['compile_s']:.1f} s (steps left out of tokens/s)" if s.get("compile_s") is not None else ""),
         flush=True,
     )
     print(
