@@ -168,4 +168,17 @@ def single_process_types(cfg: dict, ctx: CheckContext) -> list[Finding]:
     return []
 
 
-RULES = [gpu_ids_type, gpu_ids_count, gpu_ids_on_machine, cuda_device_order, single_process_types]
+def fp8_needs_fp8_gpu(cfg: dict, ctx: CheckContext) -> list[Finding]:
+    """train.py --precision fp8 (from the header's command or --precision) on GPUs without fp8 tensor cores."""
+    from generator.estimate.precision import fp8_refusal, fp8_supported
+
+    if ctx.workload.precision != "fp8" or ctx.topo is None or not ctx.topo.gpus:
+        return []
+    name = ctx.topo.gpus[0].name
+    if fp8_supported(name):
+        return []
+    problem, fix = fp8_refusal(name).split("; ", 1)
+    return [Finding("error", "precision", problem.replace("--precision fp8", "fp8") + ".", fix + ".", "fp8_gpu")]
+
+
+RULES = [gpu_ids_type, gpu_ids_count, gpu_ids_on_machine, cuda_device_order, single_process_types, fp8_needs_fp8_gpu]

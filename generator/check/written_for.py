@@ -56,6 +56,7 @@ def written_for(text: str) -> tuple[str, Workload] | None:
         liger="--liger" in argv,
         attention="flex" if flag("--attn-implementation", "sdpa") == "flex_attention" else "sdpa",
         script=facts.name,
+        precision=flag("--precision", "bf16"),
         grad_as_bucket_view=facts.grad_as_bucket_view,
     )
     return w.group("model"), workload

@@ -33,6 +33,12 @@ def register(subparsers, verb: str, help_text: str) -> argparse.ArgumentParser:
         help="Script the config is launched with (default custom: a plain Accelerate loop, since check cannot see "
         "it); train.py or trainer (transformers Trainer / TRL SFTTrainer).",
     )
+    p.add_argument(
+        "--precision",
+        choices=("bf16", "fp8"),
+        help="Precision train.py runs in for the memory and speed checks (default: the header's launch command, "
+        "else bf16); fp8 is predicted only (docs/fp8.md).",
+    )
     p.add_argument("--fix", action="store_true", help="Write a corrected config to --output.")
     p.add_argument("--output", help="Where --fix writes the corrected config.")
     p.add_argument("--force", action="store_true", help="Let --fix overwrite an existing --output.")
@@ -86,6 +92,7 @@ def _given(args) -> dict:
         "micro_batch": args.micro_batch,
         "method": args.method,
         "grad_checkpointing": ckpt,
+        "precision": getattr(args, "precision", None),
     }
     return {k: v for k, v in given.items() if v is not None}
 
@@ -100,6 +107,7 @@ def assumed_line(ctx, args) -> str:
     return (
         f"assumed ({source}): {ctx.model.name}, method {w.method}, seq {w.seq_len}, micro-batch {w.micro_batch}, "
         f"checkpointing {'on' if w.grad_checkpointing else 'off'}, --script {w.script}"
+        + (" --precision fp8 (predicted only)" if w.precision == "fp8" else "")
     )
 
 

@@ -47,6 +47,13 @@ def register(subparsers, verb: str, help_text: str) -> argparse.ArgumentParser:
         help="Script the config is launched with: train.py (default), trainer (transformers Trainer / TRL "
         "SFTTrainer defaults) or custom (a plain Accelerate loop: torch AdamW defaults). See README.",
     )
+    w.add_argument(
+        "--precision",
+        choices=("bf16", "fp8"),
+        default="bf16",
+        help="bf16 (default) or fp8: float8 Linear layers via torchao (train.py --precision fp8), Hopper/Ada/Blackwell "
+        "only; predicted, not measured yet (docs/fp8.md).",
+    )
     w.add_argument("--optimizer", choices=("adamw", "adamw8bit"), default="adamw")
     w.add_argument("--lora-r", type=int, default=16, help="LoRA rank for --method lora/qlora (default 16).")
     # --- kernels (issue 17) ---

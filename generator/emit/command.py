@@ -37,6 +37,8 @@ def train_args(plan: Plan) -> list[str]:
         args.append("--liger")
     if w.attention == "flex":
         args += ["--attn-implementation", "flex_attention"]
+    if w.precision == "fp8":  # train.py converts the Linears with torchao itself (docs/fp8.md); the YAML stays bf16
+        args += ["--precision", "fp8"]
     return args
 
 

@@ -56,6 +56,8 @@ def header_lines(
         f"Throughput (predicted): {e.tokens_per_s_per_gpu:,.0f} tokens/s per GPU, {e.step_s:.2f} s per optimizer "
         f"step, MFU {e.mfu * 100:.1f}%.",
     ]
+    if w.precision == "fp8":
+        lines.append(FP8_LINE)
     if not e.fits:
         lines.append("WARNING: predicted NOT to fit in GPU memory; written only because this strategy was forced.")
     if catalog.strategy(plan.strategy).hybrid:
@@ -96,6 +98,13 @@ def header_lines(
     out = [wrapped for line in lines for wrapped in _wrap(clean(line))]
     return out + ["Launch (from the directory the config path is relative to):", "  " + clean(command)]
 
+
+FP8_LINE = (
+    "Precision: fp8, PREDICTED, NOT MEASURED: train.py --precision fp8 converts the decoder's Linear layers to torchao "
+    "float8 (tensorwise) and compiles each decoder layer; mixed_precision stays bf16 here because accelerate's own fp8 "
+    "path does not compile them (docs/fp8.md). Every number above and below assumes fp8 and is a prediction."
+)
+"""Header line of an fp8 plan; `check` reads the precision back from the launch command's --precision."""
 
 SCRIPT_PREFIX = "Script assumed: "
 """Starts the header line naming the --script; `check` reads the value back from it."""

@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from generator.catalog import strategies as catalog
+from generator.estimate.precision import fp8_weight_params
 from generator.estimate.states import load_bytes, shard_count, trainable_params
 from generator.estimate.types import Placement, Workload
 from generator.model.types import ModelSpec
@@ -82,7 +83,7 @@ def communication(model: ModelSpec, workload: Workload, placement: Placement, st
         gathers = s.gathers_per_micro_step
         if s.hybrid:
             return _hsdp(p, k, placement, gathers, shard_count(strategy, placement))
-        ag, rs = gathers * k * 2 * p * ring, 2 * p * ring
+        ag, rs = gathers * k * _gather_bytes(model, workload, p) * ring, 2 * p * ring
         return Comm(ag + rs, _time(ag + rs, bw), _time(ag + rs, bw))
     if s.framework == "deepspeed":
         stage = s.zero_stage
@@ -93,6 +94,14 @@ def communication(model: ModelSpec, workload: Workload, placement: Placement, st
         host, host_s = _offload_host(p, k, n, s, placement)
         return Comm(rs + ag, _time(rs + ag, bw), _time(overlapped, bw), host, host_s)
     raise ValueError(f"unknown strategy {strategy}")
+
+
+def _gather_bytes(model: ModelSpec, workload: Workload, p: float) -> float:
+    """Bytes all-gathered per pass: bf16 parameters, the float8 Linears' in fp8 under FSDP2's float8 all-gather
+    (estimate.precision; accelerate's AORecipeKwargs turns it on)."""
+    if workload.precision != "fp8" or workload.method != "full":
+        return 2 * p
+    return 2 * p - fp8_weight_params(model)
 
 
 def _hsdp(p: float, k: int, placement: Placement, gathers: int, m: int) -> Comm:

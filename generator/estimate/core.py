@@ -6,6 +6,7 @@ from generator.catalog import strategies as catalog
 from generator.estimate.activations import LOSS_BACKWARD_BYTES, activation_terms
 from generator.estimate.comm import communication
 from generator.estimate.hardware import gpu_known
+from generator.estimate.precision import transient_fp8_bytes
 from generator.estimate.states import PHASES, cpu_bytes_per_machine, model_states
 from generator.estimate.timing import step_timing
 from generator.estimate.types import METHODS, STRATEGIES, Estimate, Placement, Workload
@@ -88,6 +89,9 @@ def _memory(model: ModelSpec, workload: Workload, placement: Placement, strategy
     states = model_states(model, workload, placement, strategy)
     acts = activation_terms(model, workload, strategy)
     phases = {ph: {**states[ph], **acts[ph]} for ph in PHASES}
+    if workload.precision == "fp8":  # one Linear's fp8 weight and transpose, in every phase that runs GEMMs
+        for ph in PHASES:
+            phases[ph]["fp8_weight_copies"] = transient_fp8_bytes(model)
     worst = max(PHASES, key=lambda ph: sum(phases[ph].values()))
     return worst, {k: v / 1e9 for k, v in phases[worst].items() if v > 0}, sum(phases["backward_start"].values()) / 1e9
 
@@ -118,6 +122,8 @@ def _notes(model: ModelSpec, workload: Workload, placement: Placement, strategy:
         notes.append("Accelerate's no_sync keeps unsharded bf16 grads during accumulation")
     if s.zero_stage in (1, 2) and placement.num_gpus > 1:
         notes.append("DeepSpeed stage 1/2 does not overlap reductions by default (overlap_comm=false)")
+    if workload.precision == "fp8":
+        notes.append("fp8 (torchao float8 Linears): predicted, unfitted, not measured yet")
     if workload.mixed_precision != "bf16":
         notes.append("only bf16 mixed precision is modelled: memory and time assume it")
     if placement.num_gpus > 1 and not placement.busbw_gbps:

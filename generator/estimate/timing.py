@@ -19,6 +19,7 @@ from generator.catalog import strategies as catalog
 from generator.estimate.attention import attention_flops_per_token, kernel_path
 from generator.estimate.comm import Comm
 from generator.estimate.hardware import gpu_rates
+from generator.estimate.precision import FP8_GEMM_SPEEDUP, cast_bytes_per_token, fp8_matmul_params, weight_cast_bytes
 from generator.estimate.states import load_bytes, lora_params, qlora_unquantised_params, shard_count, trainable_params
 from generator.estimate.types import Placement, Workload
 from generator.model.sizing import flops_per_token
@@ -127,7 +128,7 @@ class Timing:
     """Optimizer-step time: the sum of the above plus host copies and allocator retries."""
     tokens_per_s_per_gpu: float
     mfu: float
-    """Model FLOPs (6N + 12*L*h*s) per second over the dense bf16 peak."""
+    """Model FLOPs (6N + 12*L*h*s) per second over the dense bf16 peak (bf16-equivalent, for fp8 too)."""
     allocator_s: float = 0.0
     """Caching-allocator retries at the memory limit (zero unless the predicted reserved memory was given)."""
 
@@ -144,6 +145,8 @@ def _compute_s(model: ModelSpec, workload: Workload, peak_flops: float) -> float
     # Forward 2N per token; backward 4N (input and weight gradients), only 2N when the weights are frozen.
     backward = 4.0 if workload.method == "full" else 2.0
     matmul = (2.0 * fwd + backward) * model.matmul_params_active
+    if workload.precision == "fp8":  # the float8 Linears' GEMMs run at the fp8 peak (estimate.precision)
+        matmul -= (2.0 * fwd + backward) * fp8_matmul_params(model) * (1 - 1 / FP8_GEMM_SPEEDUP)
     # Attention has no weights: its backward is 2x its forward whatever is frozen (forward 4 + backward 8 per key).
     attn = attention_flops_per_token(model, workload) * (fwd + 2) / 3
     efficiency = ATTENTION_EFFICIENCY[kernel_path(model, workload)]
@@ -221,6 +224,16 @@ def _dequant_bytes(model: ModelSpec, workload: Workload) -> float:
     return workload.grad_accum * quantised * uses * QLORA_DEQUANT_BYTES_PER_PARAM
 
 
+def _fp8_cast_bytes(model: ModelSpec, workload: Workload) -> float:
+    """Float8 amax + cast passes over activations, gradients and weights (estimate.precision; unfitted)."""
+    if workload.precision != "fp8":
+        return 0.0
+    tokens = workload.seq_len * workload.micro_batch * workload.grad_accum
+    fwd = _forward_passes(workload)
+    acts = tokens * cast_bytes_per_token(model, fwd)
+    return acts + workload.grad_accum * weight_cast_bytes(model, fwd)
+
+
 def _deepspeed_s(model: ModelSpec, workload: Workload, strategy: str) -> float:
     """DeepSpeed's fitted overhead beyond the modelled traffic (zero for other strategies)."""
     bparams = model.params_total / 1e9
@@ -252,6 +265,7 @@ def step_timing(
     moved += _collective_copy_bytes(model, workload, strategy)
     moved += _foreach_extra_bytes(model, workload, placement, strategy)
     moved += _adapter_bytes(model, workload) + _dequant_bytes(model, workload)
+    moved += _fp8_cast_bytes(model, workload)
     memory = moved / (rates.hbm_tbps * 1e12 * HBM_EFFICIENCY) + _deepspeed_s(model, workload, strategy)
     cpu = 0.0
     if s.offload != "none":

@@ -36,6 +36,8 @@ class Workload:
     (pure-bf16 training under DDP; FSDP and DeepSpeed still keep fp32 masters)."""
     mixed_precision: str = "bf16"
     """bf16 | no."""
+    precision: str = "bf16"
+    """bf16 | fp8: float8 Linear layers via torchao (train.py --precision fp8; estimate.precision, predicted only)."""
     lora_r: int = 16
     liger: bool = False
     """Liger fused kernels (fused linear cross-entropy: no full logits tensor)."""

@@ -32,6 +32,7 @@ from generator.plan.engines import Engines, default_engines
 from generator.plan.fabrics import inter_node_gbps
 from generator.plan.kernels import kernel_options, kernel_reasons, liger_gain_reason
 from generator.plan.policy import GPU_COUNT_TOLERANCE, allowed_strategies, pick
+from generator.plan.precision import fp8_lever, precision_reasons, require_fp8_gpu
 from generator.plan.request_check import check_request
 from generator.plan.rows import Option, Row
 from generator.plan.types import Plan, PlanRequest
@@ -55,6 +56,7 @@ def make_plan(
     options, split_problems = evaluate(topology, model, request, choices, inter, engines)
     if not options:
         raise UserError(split_problems[-1])
+    require_fp8_gpu(request, options[0].placement.gpu_name)
     split_note = _batch_split_note(request, choices, options)
     rows = [Row(o, e) for o in options for e in o.estimates if e.strategy in allowed_strategies(request)]
     fitting = [r for r in rows if r.estimate.fits]
@@ -73,6 +75,7 @@ def make_plan(
         raise UserError(advice.nothing_fits(model, request, options, rows, engines, more_gpus=more))
     why = reasons.explain(request, chosen, fitting, rows, inter_reason, GPU_COUNT_TOLERANCE)
     why += kernel_reasons(request, chosen, rows) + _liger_gain(model, request, chosen, engines)
+    why += precision_reasons(model, request, chosen, engines)
     if request.strategy != "auto":
         auto = allowed_strategies(replace(request, strategy="auto"))
         auto_fit = [Row(o, e) for o in options for e in o.estimates if e.fits and e.strategy in auto]
@@ -80,7 +83,8 @@ def make_plan(
     warnings = plan_warnings(topology, model, request, chosen, forced, inter_warning) + (
         [split_note] * bool(split_note)
     )
-    return build_plan(topology, model, request, chosen, forced, why, warnings)
+    plan = build_plan(topology, model, request, chosen, forced, why, warnings)
+    return replace(plan, levers=tuple(fp8_lever(model, request, chosen, engines)))
 
 
 def _liger_gain(model: ModelSpec, request: PlanRequest, chosen: Row, engines: Engines) -> list[str]:
@@ -138,7 +142,10 @@ def ranked_candidates(
 def plan_key(plan: Plan) -> tuple:
     """What makes two candidates different runs (the trial never runs the same configuration twice)."""
     w = plan.workload
-    return (plan.strategy, plan.gpu_ids, w.micro_batch, w.grad_accum, w.grad_checkpointing, w.attention, w.liger)
+    return (
+        plan.strategy, plan.gpu_ids, w.micro_batch, w.grad_accum, w.grad_checkpointing, w.attention, w.liger,
+        w.precision,
+    )  # fmt: skip
 
 
 def plan_warnings(topology, model, request, chosen: Row, forced: bool, inter_warning: str | None) -> list[str]:
@@ -192,6 +199,7 @@ def evaluate(topology, model, request, choices, inter, engines: Engines) -> tupl
                 attention=attention,
                 doc_tokens=request.doc_tokens,
                 script=request.script,
+                precision=request.precision,
                 grad_as_bucket_view=script_facts(request.script).grad_as_bucket_view,
             )
             skip = [(s, engines.applicable(s, workload, placement)) for s in STRATEGIES]

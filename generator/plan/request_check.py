@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from generator.errors import UserError, require_at_least_one
+from generator.estimate.precision import PRECISIONS
 from generator.estimate.scripts import SCRIPTS
 from generator.estimate.types import LOAD_DTYPES, METHODS, STRATEGIES
 from generator.plan.fabrics import FABRICS
@@ -18,6 +19,7 @@ def check_request(request: PlanRequest) -> None:
     _one_of("--optimizer", r.optimizer, ("adamw", "adamw8bit"))
     _one_of("--attention", r.attention, ("auto", "sdpa", "flex"))
     _one_of("--script", r.script, SCRIPTS)
+    _one_of("--precision", r.precision, PRECISIONS)
     if r.fabric is not None:
         _one_of("--fabric", r.fabric, tuple(FABRICS))
     for flag, value in (

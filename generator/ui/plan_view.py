@@ -38,6 +38,7 @@ def plan_to_dict(plan: Plan, launch_command: str, config_path: str | None) -> di
         "chosen": estimate_to_dict(plan.estimate),
         "forced": plan.forced,
         "reasons": list(plan.reasons),
+        "levers": list(plan.levers),
         "warnings": list(plan.warnings),
         "usable_memory": plan.usable_memory,
         "config_path": config_path,
@@ -63,7 +64,7 @@ def print_plan(plan: Plan, launch_command: str, written: list[str], console=None
         f"micro-batch {w.micro_batch} x accumulation {w.grad_accum} = global batch {plan.global_batch}, "
         f"activation checkpointing {ckpt}"
     )
-    for reason in plan.reasons:
+    for reason in (*plan.reasons, *plan.levers):
         console.print(f"  - {escape(reason)}")
     if plan.usable_memory:
         console.print(f"  - usable per GPU: {plan.estimate.capacity_gb:.1f} GB = {escape(plan.usable_memory)}")

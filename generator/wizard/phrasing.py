@@ -46,6 +46,7 @@ WIZARD_WORDS: tuple[tuple[str, str], ...] = (
     (r"--strategy (\S+)", r"strategy \1"),
     (r"--attention (\S+)", r"attention \1"),
     (r"--load-dtype (\S+)", r"loading the weights in \1"),
+    (r"--precision (\S+)", r"precision \1 (a `plan` option; the wizard does not ask it yet)"),
     (r"--fabric (\S+)", r"network \1"),
     (r"--inter-node-gbps", "the measured bandwidth between machines"),
     # Whatever is left (a flag added later): its name in words, never a flag the wizard cannot take.
@@ -66,4 +67,5 @@ def plan_in_wizard_words(plan: Plan) -> Plan:
         plan,
         reasons=tuple(in_wizard_words(r) for r in plan.reasons),
         warnings=tuple(in_wizard_words(w) for w in plan.warnings),
+        levers=tuple(in_wizard_words(lv) for lv in plan.levers),
     )
