@@ -91,3 +91,24 @@ def test_fp8_config_loads_through_accelerate_and_check_reads_it(tmp_path, capsys
     assert "--precision fp8" in capsys.readouterr().out
     assert main(["check", out, "--gpu", "A100", "--script", "train.py"]) != 0
     assert "fp8 needs fp8 tensor cores" in capsys.readouterr().out
+
+
+def test_an_fp8_fsdp2_config_passes_train_pys_own_fp8_checks(tmp_path, capsys, monkeypatch):
+    """The YAML plan writes for fp8 under FSDP2 must not be refused by train.py --precision fp8 in the child the
+    launcher starts (accelerate 1.15's torchao backend raises under fsdp_cpu_ram_efficient_loading)."""
+    pytest.importorskip("torchao")
+    import torch
+
+    from tests.emit_harness import child_environ, launch_level2
+    from training import precision
+
+    monkeypatch.chdir(tmp_path)
+    argv = ["plan", "--model", "mistral-7b", "--machine", "h200-sxm-2", "--num-gpus", "2", "--strategy", "fsdp"]
+    assert main([*argv, "--precision", "fp8", "--output", "fp8.yaml"]) == 0
+    capsys.readouterr()
+    _, env = launch_level2("fp8.yaml")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # an H200 stands in: capability 9.0
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (9, 0))
+    with child_environ(env):
+        assert precision.launch_uses_fsdp2()
+        precision.check_fp8("full")  # raises UserError if the config is one train.py refuses

@@ -62,8 +62,9 @@ def _fsdp(plan: Plan) -> dict:
         "fsdp_auto_wrap_policy": "TRANSFORMER_BASED_WRAP",
         "fsdp_state_dict_type": "SHARDED_STATE_DICT",
         "fsdp_offload_params": False,
-        # rank 0 reads the weights, the others start on the meta device; needs Accelerator() before from_pretrained
-        "fsdp_cpu_ram_efficient_loading": True,
+        # rank 0 reads the weights, the others start on the meta device; needs Accelerator() before from_pretrained.
+        # Off under fp8: accelerate 1.15 refuses its torchao backend with it (train.py --precision fp8 says so too).
+        "fsdp_cpu_ram_efficient_loading": plan.workload.precision != "fp8",
         # FSDP checkpoints each decoder layer itself; train.py then leaves HF gradient checkpointing off
         "fsdp_activation_checkpointing": plan.workload.grad_checkpointing,
     }
