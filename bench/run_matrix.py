@@ -32,7 +32,7 @@ if str(REPO) not in sys.path:  # run as a script (python bench/run_matrix.py) wi
 
 from bench.harness import model_dir, versions  # noqa: E402
 from bench.matrix_runner import DONE, Runner  # noqa: E402
-from bench.wires import WIRE_STEPS, cell_env, wire_cells, wire_of, wire_plan_flags  # noqa: E402
+from bench.wires import NVLINK, SLOW_WIRES, WIRE_STEPS, cell_env, wire_cells, wire_of, wire_plan_flags  # noqa: E402
 from generator.catalog import strategies as catalog  # noqa: E402
 from generator.plan.policy import tie_rank  # noqa: E402
 from generator.trial.metrics import looks_oom, read_steps  # noqa: E402
@@ -119,10 +119,15 @@ def all_cells(gpu_counts: list[int]) -> list[dict]:
 
 
 def select(cells: list[dict], patterns: list[str]) -> list[dict]:
-    """Cells matching the glob patterns, in the patterns' order (so the order on the command line is the priority)."""
+    """Cells matching the glob patterns, in the patterns' order (so the order on the command line is the priority).
+    A slow-wire cell is selected only by a pattern that names its wire: it needs that wire's probe first, and the
+    broad patterns of a plain session (`g2-*-s1024-*`) must not pick it up."""
     out: list[dict] = []
     for pat in patterns:
-        out += [c for c in cells if fnmatch.fnmatchcase(c["key"], pat) and c not in out]
+        named = [w for w in SLOW_WIRES if w in pat]
+        out += [
+            c for c in cells if fnmatch.fnmatchcase(c["key"], pat) and c not in out and wire_of(c) in (NVLINK, *named)
+        ]
     return out
 
 

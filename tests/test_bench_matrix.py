@@ -64,9 +64,15 @@ def test_only_patterns_select_in_priority_order_without_repeats():
     cells = rm.all_cells([1, 2])
     got = [c["key"] for c in rm.select(cells, ["g2-zero3-full-s4096-*", "g2-fsdp-full-s4096-mb1-ckpton", "g2-zero3-*"])]
     assert got[:2] == ["g2-zero3-full-s4096-mb1-ckpton", "g2-zero3-full-s4096-mb1-ckptoff"]
-    assert got[2:4] == ["g2-zero3-full-s4096-mb1-ckpton-p2poff", "g2-zero3-full-s4096-mb1-ckpton-sockets"]
-    assert got[4] == "g2-fsdp-full-s4096-mb1-ckpton"  # exact key: the lever variants of it are not pulled in
-    assert len(got) == len(set(got)) == 9  # then ZeRO-3 s1024: ckpt on, off, and its two slow-wire cells
+    assert got[2] == "g2-fsdp-full-s4096-mb1-ckpton"  # exact key: the lever variants of it are not pulled in
+    assert len(got) == len(set(got)) == 5  # then ZeRO-3 s1024: ckpt on, off (no slow-wire cell: none was named)
+
+
+def test_slow_wire_cells_are_selected_only_by_a_pattern_naming_their_wire():
+    cells = rm.all_cells([1, 2])
+    assert not any("-p2poff" in c["key"] or "-sockets" in c["key"] for c in rm.select(cells, ["g2-*"]))
+    got = {c["key"] for c in rm.select(cells, ["g2-zero3-*-p2poff"])}
+    assert got == {"g2-zero3-full-s4096-mb1-ckpton-p2poff", "g2-zero3-full-s1024-mb4-ckpton-p2poff"}
 
 
 @pytest.mark.parametrize(
