@@ -179,7 +179,8 @@ def test_the_kernels_default_is_the_planners_pick(tmp_path, capsys):
 
 def test_liger_and_flex_reach_the_launch_command_with_the_document_length(tmp_path, capsys):
     keys = [machine("h200-sxm-2"), ENTER, ENTER, ENTER, ENTER, replace_text("auto", "64")]
-    keys += [DOWN * 3 + ENTER, replace_text("auto", "300"), ENTER, ENTER, ENTER, ENTER, ENTER]  # Liger + flex, 300 tokens
+    keys += [DOWN * 3 + ENTER, replace_text("auto", "300")]  # Liger + flex, 300 tokens
+    keys += [ENTER] * 5  # train.py, 1 machine, precision bf16, accept, default path
     assert wizard(keys) == 0
     out = capsys.readouterr().out
     assert "--liger" in out and "--attn-implementation flex_attention" in out
@@ -325,7 +326,7 @@ def test_fp8_chosen_reaches_the_launch_command_and_the_header(tmp_path, capsys):
 def test_precision_is_not_asked_on_a_gpu_without_fp8(tmp_path, capsys):
     """Four A100s (no fp8 tensor cores), full fine-tune: the keys answer no precision question (one would leave the
     output prompt unanswered), and the plan's lever line says why fp8 is not offered."""
-    (tmp_path / "box.txt").write_text((ROOT / "tests" / "fixtures" / "topo" / "a100-pcie-4x-nv12-pairs.txt").read_text())
+    (tmp_path / "box.txt").write_text((ROOT / "tests/fixtures/topo/a100-pcie-4x-nv12-pairs.txt").read_text())
     (tmp_path / "box.json").write_text('{"gpu_name": "NVIDIA A100 80GB PCIe", "memory_gb": 85.9}')
     keys = ["A topology" + ENTER, "box.txt" + ENTER, *SETUP[1:-1], ENTER, ENTER]  # model .. machines, accept, path
     assert wizard(keys) == 0
@@ -338,7 +339,7 @@ def test_precision_is_offered_only_for_a_full_fine_tune_that_fits_on_fp8_gpus():
     from generator.model import load_model
     from generator.plan.types import PlanRequest
     from generator.topology import load_topology
-    from generator.wizard.precision import fp8_gain, for_method, precision_choices
+    from generator.wizard.precision import for_method, fp8_gain, precision_choices
 
     model, h200 = load_model("mistral-7b"), load_topology(machine="h200-sxm-2")
     gain = fp8_gain(h200, model, PlanRequest(global_batch=64))

@@ -11,7 +11,7 @@ from rich.markup import escape
 from generator.errors import UserError
 from generator.wizard import questions as q
 from generator.wizard.phrasing import in_wizard_words, plan_in_wizard_words
-from generator.wizard.precision import PRECISION, fp8_gain, for_method
+from generator.wizard.precision import PRECISION, for_method, fp8_gain
 from generator.wizard.runner import ask, run_questions
 from generator.wizard.validators import picked_gpus
 

@@ -55,7 +55,8 @@ def precision_choices(answers: Answers) -> list[tuple[str, str]]:
         predicted = "predicted not to fit as asked"
     else:
         ratio = gain.fp8_tokens_per_s / gain.bf16_tokens_per_s
-        predicted = f"predicted {ratio - 1:+.0%} tokens/s ({gain.fp8_tokens_per_s:,.0f} vs {gain.bf16_tokens_per_s:,.0f})"
+        both = f"{gain.fp8_tokens_per_s:,.0f} vs {gain.bf16_tokens_per_s:,.0f}"
+        predicted = f"predicted {ratio - 1:+.0%} tokens/s ({both})"
     return [
         ("bf16 (the default)", "bf16"),
         (f"fp8 (torchao float8 Linears): {predicted}; predicted, not measured", "fp8"),
