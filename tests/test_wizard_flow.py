@@ -44,8 +44,9 @@ def wizard(keys: list[str]) -> int:
 
 
 # machine, model, method, seq len, micro-batch, global batch, kernels (the planner's pick), document length, script,
-# machines
+# machines, precision (bf16; asked on this fp8 GPU for a full fine-tune that fits)
 SETUP = [machine("hgx-h200-8"), ENTER, ENTER, ENTER, ENTER, replace_text("auto", "64"), ENTER, ENTER, ENTER, ENTER]
+SETUP += [ENTER]
 
 
 def test_accept_writes_the_config_and_prints_the_launch_command(tmp_path, capsys):
@@ -76,7 +77,7 @@ def test_nothing_fits_offers_lora_on_the_consumer_machine(tmp_path, capsys):
     assert (tmp_path / "accelerate_config.yaml").exists()
 
 
-@pytest.mark.parametrize("at", [0, 1, 3, 6, len(SETUP), len(SETUP) + 1])
+@pytest.mark.parametrize("at", [0, 1, 3, 6, len(SETUP) - 1, len(SETUP), len(SETUP) + 1])  # -1: precision
 def test_ctrl_c_anywhere_leaves_nothing_behind(tmp_path, capsys, at):
     keys = [*SETUP, ENTER][:at] + [CTRL_C]
     assert wizard(keys) == 130
@@ -98,7 +99,7 @@ def test_topology_file_and_multi_node_answers_reach_the_config(tmp_path, capsys)
         ENTER, ENTER, ENTER, ENTER, ENTER, ENTER, ENTER, ENTER,  # model .. global batch, kernels, documents, script
         replace_text("1", "2"), "10.0.0.1" + ENTER, replace_text("29500", "29611"), ENTER,  # 2 machines, ip, port, rank
         "ib-ndr-x8" + ENTER,  # fabric
-        ENTER, ENTER,  # accept, default path
+        ENTER, ENTER, ENTER,  # precision bf16, accept, default path
     ]  # fmt: skip
     assert wizard(keys) == 0
     data = yaml.safe_load((tmp_path / "accelerate_config.yaml").read_text())
@@ -112,7 +113,7 @@ def test_unknown_or_unreachable_model_is_refused_at_its_prompt(tmp_path, monkeyp
     the keys after each refusal are typed into the same prompt, not into the questions after it."""
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     keys = [machine("hgx-h200-8"), replace_text("mistral-7b", "nonexistent"), replace_text("nonexistent", "someorg/x")]
-    keys += [replace_text("someorg/x", "mistral-7b"), *[ENTER] * 8, ENTER, ENTER]  # method .. machines, accept, path
+    keys += [replace_text("someorg/x", "mistral-7b"), *[ENTER] * 9, ENTER, ENTER]  # method .. precision, accept, path
     assert wizard(keys) == 0
     assert "unknown model" not in capsys.readouterr().out  # not reported after all the questions
     assert "mistral-7b" in (tmp_path / "accelerate_config.yaml").read_text()
@@ -135,7 +136,7 @@ def test_a_binary_topology_file_is_refused_at_its_prompt(tmp_path, capsys):
     (tmp_path / "blob.bin").write_bytes(bytes(range(256)) * 8)
     good = str(ROOT / "generator" / "machines" / "h200-sxm-2.txt")
     keys = ["A topology" + ENTER, "blob.bin" + ENTER, replace_text("blob.bin", good)]  # refused, then a real one
-    keys += [*[ENTER] * 9, ENTER, ENTER]  # model .. machines, accept, default path
+    keys += [*[ENTER] * 10, ENTER, ENTER]  # model .. machines, precision, accept, default path
     assert wizard(keys) == 0
     assert "binary" not in capsys.readouterr().out  # refused at the prompt, not after every question
     assert yaml.safe_load((tmp_path / "accelerate_config.yaml").read_text())["num_processes"] == 2
@@ -178,7 +179,8 @@ def test_the_kernels_default_is_the_planners_pick(tmp_path, capsys):
 
 def test_liger_and_flex_reach_the_launch_command_with_the_document_length(tmp_path, capsys):
     keys = [machine("h200-sxm-2"), ENTER, ENTER, ENTER, ENTER, replace_text("auto", "64")]
-    keys += [DOWN * 3 + ENTER, replace_text("auto", "300"), ENTER, ENTER, ENTER, ENTER]  # Liger + flex, 300 tokens
+    keys += [DOWN * 3 + ENTER, replace_text("auto", "300")]  # Liger + flex, 300 tokens
+    keys += [ENTER] * 5  # train.py, 1 machine, precision bf16, accept, default path
     assert wizard(keys) == 0
     out = capsys.readouterr().out
     assert "--liger" in out and "--attn-implementation flex_attention" in out
@@ -189,7 +191,7 @@ def test_script_answer_reaches_the_header_and_the_estimate(tmp_path, capsys):
     # machine, model, method, seq len, micro-batch, global batch, kernels, documents, script: "My own Accelerate loop"
     keys = [machine("h200-sxm-2"), ENTER, ENTER, ENTER, ENTER, replace_text("auto", "64"), ENTER, ENTER]
     keys += [DOWN * 2 + ENTER]
-    assert wizard([*keys, ENTER, ENTER, ENTER]) == 0  # machines, accept, default path
+    assert wizard([*keys, ENTER, ENTER, ENTER, ENTER]) == 0  # machines, precision, accept, default path
     header = (tmp_path / "accelerate_config.yaml").read_text()
     assert "# Script assumed: custom (plain Accelerate loop: torch.optim.AdamW defaults (foreach)" in header
 
@@ -311,3 +313,40 @@ def test_the_trial_refusal_names_the_wizards_model_question():
 
     said = in_wizard_words(f"--trial: train.py cannot load the plan's model 'x/y': offline; {FIX}")
     assert "answer 'Model' with a local directory" in said and "--" not in said
+
+
+def test_fp8_chosen_reaches_the_launch_command_and_the_header(tmp_path, capsys):
+    """h200-sxm-2, full fine-tune: the precision question is asked; its second choice (fp8) gives train.py
+    --precision fp8 and the header's predicted-only line."""
+    assert wizard([machine("h200-sxm-2"), *SETUP[1:-1], DOWN + ENTER, ENTER, ENTER]) == 0  # fp8, accept, path
+    assert "--precision fp8" in capsys.readouterr().out
+    assert "Precision: fp8, PREDICTED, NOT MEASURED" in (tmp_path / "accelerate_config.yaml").read_text()
+
+
+def test_precision_is_not_asked_on_a_gpu_without_fp8(tmp_path, capsys):
+    """Four A100s (no fp8 tensor cores), full fine-tune: the keys answer no precision question (one would leave the
+    output prompt unanswered), and the plan's lever line says why fp8 is not offered."""
+    (tmp_path / "box.txt").write_text((ROOT / "tests/fixtures/topo/a100-pcie-4x-nv12-pairs.txt").read_text())
+    (tmp_path / "box.json").write_text('{"gpu_name": "NVIDIA A100 80GB PCIe", "memory_gb": 85.9}')
+    keys = ["A topology" + ENTER, "box.txt" + ENTER, *SETUP[1:-1], ENTER, ENTER]  # model .. machines, accept, path
+    assert wizard(keys) == 0
+    out = capsys.readouterr().out
+    assert "--precision" not in out and "fp8 not offered" in " ".join(out.split())
+    assert "PREDICTED, NOT MEASURED" not in (tmp_path / "accelerate_config.yaml").read_text()
+
+
+def test_precision_is_offered_only_for_a_full_fine_tune_that_fits_on_fp8_gpus():
+    from generator.model import load_model
+    from generator.plan.types import PlanRequest
+    from generator.topology import load_topology
+    from generator.wizard.precision import for_method, fp8_gain, precision_choices
+
+    model, h200 = load_model("mistral-7b"), load_topology(machine="h200-sxm-2")
+    gain = fp8_gain(h200, model, PlanRequest(global_batch=64))
+    assert gain is not None and gain.fp8_tokens_per_s > gain.bf16_tokens_per_s  # the estimator's prediction
+    fp8_title = dict((v, t) for t, v in precision_choices({"_gain": gain}))["fp8"]
+    assert "predicted +" in fp8_title and "predicted, not measured" in fp8_title
+    assert fp8_gain(h200, model, PlanRequest(method="lora")) is None  # train.py refuses fp8 with LoRA
+    assert fp8_gain(load_topology(machine="rtx4090-2"), model, PlanRequest()) is None  # nothing fits in bf16
+    assert for_method(PlanRequest(precision="fp8"), "lora").precision == "bf16"  # the rescue's switch to LoRA
+    assert for_method(PlanRequest(precision="fp8"), "full").precision == "fp8"

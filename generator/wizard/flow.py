@@ -11,6 +11,7 @@ from rich.markup import escape
 from generator.errors import UserError
 from generator.wizard import questions as q
 from generator.wizard.phrasing import in_wizard_words, plan_in_wizard_words
+from generator.wizard.precision import PRECISION, for_method, fp8_gain
 from generator.wizard.runner import ask, run_questions
 from generator.wizard.validators import picked_gpus
 
@@ -51,6 +52,9 @@ def run_wizard(console=None) -> int:
         console, lambda: load_machine(answers, live), answers, q.TOPO_FILE, lambda: answers["machine"] == q.FILE
     )
     model = retry(console, lambda: load_model(answers["model"]), answers, q.MODEL)
+    gain = fp8_gain(topology, model, q.request_from_answers(answers))
+    if gain is not None:  # fp8 is offered only where this configuration can run it (generator/wizard/precision.py)
+        answers[PRECISION.key] = ask(PRECISION, {"_gain": gain})
     plan = review(topology, model, q.request_from_answers(answers), console)
     if plan is None:
         console.print("Nothing written.")
@@ -59,7 +63,7 @@ def run_wizard(console=None) -> int:
     if answers.get("trial"):  # asked only when this machine's GPUs were detected
         from generator.trial.wizard import trial_accepted
 
-        request = q.request_from_answers(answers)
+        request = replace(q.request_from_answers(answers), precision=plan.workload.precision)  # after any rescue
         plan, notes = trial_accepted(topology, model, request, plan, console, phrase=in_wizard_words)
     return write_config(plan, console, notes)
 
@@ -120,7 +124,7 @@ def _rescued(request, fix: str):
         return replace(request, allow_offload=True)
     if fix == "shorter":
         return replace(request, seq_len=max(1, request.seq_len // 2))
-    return replace(request, method=fix)
+    return for_method(request, fix)
 
 
 def write_config(plan, console, notes=()) -> int:

@@ -193,6 +193,7 @@ def request_from_answers(a: Answers) -> PlanRequest:
         fabric=a.get("fabric") if multi and a.get("fabric") != "measured" else None,
         inter_node_gbps=a.get("inter_node_gbps") if multi else None,
         script=a.get("script", "train.py"),
+        precision=a.get("precision", "bf16"),
     )
 
 
