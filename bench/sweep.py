@@ -267,7 +267,9 @@ def visible_gpus() -> int:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--results", type=Path, default=None, help="default bench/results/h200-x<visible GPUs>-sweep-<date>.json")
+    ap.add_argument(
+        "--results", type=Path, default=None, help="default bench/results/h200-x<visible GPUs>-sweep-<date>.json"
+    )
     ap.add_argument("--also-write", type=Path, default=None, help="a second copy, rewritten after every cell")
     ap.add_argument("--only", default="*", help="comma list of cell-key glob patterns, run in this order")
     ap.add_argument("--budget-s", type=float, default=540, help="skip a cell that would pass this wall time")
