@@ -2,8 +2,8 @@
 
 Four kinds of results file are understood, told apart by their keys:
 - matrix (`cells`): written by bench/run_matrix.py, one cell per (GPUs, strategy, method, seq, micro-batch, ckpt);
-- sweep (`cells` whose entries name a `script`): written by bench/sweep.py, one GPU, sequence length x attention
-  kernel x document length x method, and the scripts people launch (train.py, custom, trainer);
+- sweep (`cells` whose entries name a `script`): written by bench/sweep.py, sequence length x attention kernel x
+  document length x method on one GPU, and the scripts people launch (train.py, custom, trainer) on one or two;
 - memory phases (`rows` with `forward_gb`): tests/test_estimate_gpu.py measurements;
 - step times (`rows` with `step_s`, or the topo README file's `step_times`);
 - probe (`subsets`): `python -m generator probe` bandwidth, which also supplies the busbw the predictions use;
@@ -195,7 +195,7 @@ def _sweep_rows(name: str, data: dict) -> list[Row]:
                 machine=data.get("machine", name),
                 strategy=c["strategy"],
                 method=c["method"],
-                gpus=1,
+                gpus=c.get("gpus", 1),  # files before issue 21's two-GPU cells ran one GPU and name no count
                 seq_len=c["seq_len"],
                 micro_batch=c["micro_batch"],
                 ckpt=c["ckpt"],

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# One device call of the single-GPU sweep (bench/sweep.py): cells in priority order under a wall-time budget.
+# One device call of the sweep (bench/sweep.py): cells in priority order under a wall-time budget.
 # Run from the repo root on the GPU machine; the results file seeds the next call, so calls resume.
 #
 #   bash bench/gpu_sweep.sh 540                                # every cell not yet done, in CELLS order
 #   ONLY='custom-*,trainer-*' bash bench/gpu_sweep.sh 540      # some cells first (glob patterns)
+#   ONLY='*-g2-*' bash bench/gpu_sweep.sh 540                  # the two-GPU cells, on a two-GPU machine
 #
-# Results: $OUT/sweep.json (commit it as bench/results/h200-x1-sweep-<date>.json), $OUT/sweep.log, $OUT/logs.tgz.
+# Results: $OUT/sweep.json (commit it as bench/results/h200-x<GPUs>-sweep-<date>.json), $OUT/sweep.log, $OUT/logs.tgz.
 set -uo pipefail
 BUDGET=${1:?budget in seconds}
 T0=$(date +%s)

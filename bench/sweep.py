@@ -1,14 +1,17 @@
-"""Single-GPU sweep: sequence length x attention kernel x document length x method, and the scripts people launch.
+"""The sweep: sequence length x attention kernel x document length x method on one GPU, and the scripts people launch
+on one and two GPUs.
 
 Issue 17 (long sequences) and issue 18 (TRL / Trainer and plain Accelerate loops) need rows the estimator was never
-fitted on. Each cell: `python -m generator plan` writes the config for this machine (one GPU), the cell's script runs
-it for a few optimizer steps on Mistral-7B's architecture with random weights, and the per-step log gives peak memory,
-median step time and tokens/s. Results merge into one JSON file after every cell, so a killed call loses one cell.
+fitted on; issue 21 (run 5) the scripts on two GPUs. Each cell: `python -m generator plan` writes the config for this
+machine and the cell's GPU count, the cell's script runs it for a few optimizer steps on Mistral-7B's architecture with
+random weights, and the per-step log gives peak memory, median step time and tokens/s. Results merge into one JSON file
+after every cell, so a killed call loses one cell. A cell that needs more GPUs than the machine shows is left for a
+machine that has them (`ONLY='*-g2-*' bash bench/gpu_sweep.sh 540` on two GPUs).
 
     python bench/sweep.py --budget-s 540 --only 'train.py-*-s32768-*'   # glob patterns, run in the order given
     python bench/sweep.py --list
 
-Cell keys: `<script>-g1-<strategy>-<method>-s<seq>-mb<mb>-ckpt<on|off>-<sdpa|flex>-<short|fill>[-liger]`.
+Cell keys: `<script>-g<GPUs>-<strategy>-<method>-s<seq>-mb<mb>-ckpt<on|off>-<sdpa|flex>-<short|fill>[-liger]`.
 Documents: `short` is recipes/data/synthetic_instruct.jsonl packed (about 54 tokens per example under the bench's
 character tokenizer); `fill` is one synthetic text per sequence (each document at least as long as the sequence),
 written by recipes/data/make_synthetic.py --long-tokens into the work directory.
@@ -64,20 +67,33 @@ class Cell:
     """short (packed ~54-token examples) | fill (one document per sequence)."""
     liger: bool = False
     steps: int = 6
+    gpus: int = 1
+    """Processes (one per GPU); the global batch is micro-batch x GPUs, no accumulation."""
 
     @property
     def key(self) -> str:
         ck = "on" if self.ckpt else "off"
-        base = f"{self.script}-g1-{self.strategy}-{self.method}-s{self.seq_len}-mb{self.micro_batch}-ckpt{ck}"
+        base = f"{self.script}-g{self.gpus}-{self.strategy}-{self.method}-s{self.seq_len}-mb{self.micro_batch}-ckpt{ck}"
         return f"{base}-{self.attention}-{self.docs}" + ("-liger" if self.liger else "")
+
+    @property
+    def global_batch(self) -> int:
+        return self.micro_batch * self.gpus
 
     @property
     def doc_tokens(self) -> int:
         return self.seq_len if self.docs == "fill" else BENCH_DOC_TOKENS
 
 
-def _c(script, strategy, method, seq, mb, ckpt, attention, docs, liger=False, steps=6) -> Cell:
-    return Cell(script, strategy, method, seq, mb, ckpt, attention, docs, liger, steps)
+def _c(script, strategy, method, seq, mb, ckpt, attention, docs, liger=False, steps=6, gpus=1) -> Cell:
+    return Cell(script, strategy, method, seq, mb, ckpt, attention, docs, liger, steps, gpus)
+
+
+def _two_gpu_cells(script: str) -> tuple[Cell, ...]:
+    """Issue 21, run 5: full with checkpointing under every family the scripts can be launched with, LoRA under DDP."""
+    full = [_c(script, s, "full", 4096, 1, True, "sdpa", "short", gpus=2) for s in ("ddp", "fsdp", "zero2", "zero3")]
+    lora = [_c(script, "ddp", "lora", 4096, 1, ckpt, "sdpa", "short", gpus=2) for ckpt in (False, True)]
+    return (*full, *lora)
 
 
 # Priority order: the issue's acceptance rows first (LoRA at 32768 with flex, then SDPA), then the long-sequence
@@ -113,15 +129,19 @@ CELLS: tuple[Cell, ...] = (
     _c("train.py", "ddp", "full", 2048, 4, True, "sdpa", "fill"),
     _c("train.py", "ddp", "lora", 4096, 1, True, "sdpa", "fill"),
     _c("train.py", "ddp", "full", 4096, 1, True, "flex", "short"),
+    # Two GPUs (issue 21, run 5): the scripts' validation rows, then train.py beside them as the reference.
+    *_two_gpu_cells("custom"),
+    *_two_gpu_cells("trainer"),
+    *_two_gpu_cells("train.py"),
 )
 
 
 def plan_command(cell: Cell, cfg: Path) -> list[str]:
     """The generator's plan for this cell on the live GPU; its JSON carries the predicted row."""
     return [
-        sys.executable, "-m", "generator", "plan", "--model", "mistral-7b", "--num-gpus", "1",
+        sys.executable, "-m", "generator", "plan", "--model", "mistral-7b", "--num-gpus", str(cell.gpus),
         "--strategy", cell.strategy, "--method", cell.method, "--seq-len", str(cell.seq_len),
-        "--micro-batch", str(cell.micro_batch), "--global-batch", str(cell.micro_batch),
+        "--micro-batch", str(cell.micro_batch), "--global-batch", str(cell.global_batch),
         "--grad-checkpointing", "on" if cell.ckpt else "off", "--output", str(cfg), "--force", "--json",
         "--liger" if cell.liger else "--no-liger", "--attention", cell.attention, "--doc-tokens", str(cell.doc_tokens),
         "--script", cell.script,
@@ -147,7 +167,7 @@ def train_command(cell: Cell, cfg: Path, log: Path, model: Path, data: Path, out
     flags = [
         "--model", str(model), "--init", "random", "--method", cell.method, "--dataset", str(data),
         "--seq-len", str(cell.seq_len), "--micro-batch", str(cell.micro_batch),
-        "--global-batch", str(cell.micro_batch),
+        "--global-batch", str(cell.global_batch),
         "--grad-checkpointing" if cell.ckpt else "--no-grad-checkpointing",
         "--max-steps", str(cell.steps), "--attn-implementation", attn, "--log-file", str(log),
         "--output-dir", str(out), *(["--liger"] if cell.liger else []),
@@ -233,9 +253,23 @@ def expected_s(cell: Cell, workdir: Path) -> float:
     return START_S + compile_s + cell.steps * (step or 5.0) * slow
 
 
+def visible_gpus() -> int:
+    """GPUs this process may use: CUDA_VISIBLE_DEVICES when set, else nvidia-smi's list (0 without either)."""
+    ids = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if ids is not None:
+        return len([i for i in ids.split(",") if i.strip()])
+    try:
+        out = subprocess.run(["nvidia-smi", "--list-gpus"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return 0
+    return sum(line.startswith("GPU ") for line in out.splitlines())
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--results", type=Path, default=None, help="default bench/results/h200-x1-sweep-<date>.json")
+    ap.add_argument(
+        "--results", type=Path, default=None, help="default bench/results/h200-x<visible GPUs>-sweep-<date>.json"
+    )
     ap.add_argument("--also-write", type=Path, default=None, help="a second copy, rewritten after every cell")
     ap.add_argument("--only", default="*", help="comma list of cell-key glob patterns, run in this order")
     ap.add_argument("--budget-s", type=float, default=540, help="skip a cell that would pass this wall time")
@@ -247,14 +281,19 @@ def main() -> int:
         print("\n".join(c.key for c in cells))
         return 0
     start = time.time()
-    path = args.results or REPO / "bench" / "results" / f"h200-x1-sweep-{date.today().isoformat()}.json"
-    results = json.loads(path.read_text()) if path.exists() else {"machine": "h200-x1", "cells": {}}
+    gpus = visible_gpus()
+    machine = f"h200-x{max(gpus, 1)}"
+    path = args.results or REPO / "bench" / "results" / f"{machine}-sweep-{date.today().isoformat()}.json"
+    results = json.loads(path.read_text()) if path.exists() else {"machine": machine, "cells": {}}
     results.setdefault("versions", {}).update(versions())
     args.workdir.mkdir(parents=True, exist_ok=True)
     model_dir(args.workdir)
     paths = [path] + ([args.also_write] if args.also_write else [])
     for cell in cells:
         if results["cells"].get(cell.key, {}).get("status") in ("ok", "oom"):
+            continue
+        if cell.gpus > gpus:
+            print(f"gpus: skipping {cell.key} (needs {cell.gpus}, {gpus} visible)", flush=True)
             continue
         need = expected_s(cell, args.workdir)
         if time.time() - start + need > args.budget_s:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import bisect
+import json
 import os
 import sys
 from pathlib import Path
@@ -82,6 +83,48 @@ def grad_accum_steps(args: argparse.Namespace, world: int) -> int:
             f"processes = {per_step}; use a multiple of {per_step}"
         )
     return args.global_batch // per_step
+
+
+def check_deepspeed_launch(args: argparse.Namespace, ga: int) -> None:
+    """Under a DeepSpeed launch, refuse a config whose accumulation or clipping disagrees with the flags, before any
+    heavy import (what train.py's configure_deepspeed refuses). Otherwise the config wins silently: Accelerate takes
+    the config's accumulation over `Accelerator(gradient_accumulation_steps=...)` (its ACCELERATE_GRADIENT_ACCUMULATION
+    _STEPS variable), so the loop would step every micro-batch and log ga x the real tokens per step, and the Trainer
+    stops at its first step on the mismatch. "auto" is left to the library, which fills it from the flags."""
+    if os.environ.get("ACCELERATE_USE_DEEPSPEED", "").lower() != "true":
+        return
+    cfg = _deepspeed_file(os.environ.get("ACCELERATE_DEEPSPEED_CONFIG_FILE", "none"))
+    cfg_ga = os.environ.get("ACCELERATE_GRADIENT_ACCUMULATION_STEPS", cfg.get("gradient_accumulation_steps", "auto"))
+    if str(cfg_ga) != "auto" and int(cfg_ga) != ga:
+        raise ScriptError(
+            f"the DeepSpeed config sets gradient_accumulation_steps={cfg_ga} but the flags give {ga} (--global-batch "
+            f"{args.global_batch} / (--micro-batch {args.micro_batch} x processes), or --grad-accum); make them agree"
+        )
+    clip = os.environ.get("ACCELERATE_GRADIENT_CLIPPING", cfg.get("gradient_clipping", "auto"))
+    if str(clip).lower() not in ("auto", "none") and float(clip) != args.max_grad_norm:
+        raise ScriptError(
+            f"the DeepSpeed config sets gradient_clipping={clip} but --max-grad-norm is {args.max_grad_norm}; "
+            "make them agree (DeepSpeed clips, not the script)"
+        )
+
+
+def _deepspeed_file(path: str) -> dict:
+    """The DeepSpeed JSON an Accelerate config names (deepspeed_config_file), {} when none or unreadable (DeepSpeed
+    then reports it in its own words)."""
+    if path == "none":
+        return {}
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def fill_deepspeed_clipping(accelerator, max_grad_norm: float) -> None:
+    """An "auto" gradient_clipping takes --max-grad-norm, as train.py fills it; Accelerate would fill 1.0."""
+    plugin = getattr(accelerator.state, "deepspeed_plugin", None)
+    if plugin is not None and plugin.deepspeed_config.get("gradient_clipping", "auto") == "auto":
+        plugin.deepspeed_config["gradient_clipping"] = max_grad_norm
 
 
 def torch_dtype(name: str):

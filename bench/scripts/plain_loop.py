@@ -102,6 +102,7 @@ def build_model(args, config, use_cuda: bool):
 
 def train(args: argparse.Namespace) -> int:
     ga = common.grad_accum_steps(args, int(os.environ.get("WORLD_SIZE", "1")))  # a bad batch fails before imports
+    common.check_deepspeed_launch(args, ga)
     import torch
     from accelerate import Accelerator
     from accelerate.utils import set_seed
@@ -110,6 +111,7 @@ def train(args: argparse.Namespace) -> int:
     use_cuda = torch.cuda.is_available()
     common.note_cpu_fallback("plain_loop.py", use_cuda)
     accelerator = Accelerator(gradient_accumulation_steps=ga, cpu=not use_cuda)
+    common.fill_deepspeed_clipping(accelerator, args.max_grad_norm)
     set_seed(args.seed)
     config, tok = common.load_config_and_tokenizer(args.model)
     with accelerator.main_process_first():

@@ -82,7 +82,11 @@ def ddp_settings(model) -> dict | None:
 def optimizer_settings(optimizer) -> dict:
     """Class and implementation of the optimizer under any Accelerate wrapper. foreach/fused None means torch picks
     at the first step (foreach on CUDA, see docs/scripts.md)."""
-    inner = getattr(optimizer, "optimizer", optimizer)
+    inner = optimizer
+    # Accelerate wraps once; under DeepSpeed its wrapper holds the ZeRO optimizer, which holds the torch one and has
+    # no `defaults` of its own.
+    while not hasattr(inner, "defaults") and hasattr(inner, "optimizer"):
+        inner = inner.optimizer
     d = inner.defaults
     return {
         "optimizer": f"{type(inner).__module__}.{type(inner).__name__}",

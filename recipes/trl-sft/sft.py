@@ -127,6 +127,7 @@ def fsdp_checkpoints() -> bool:
 def train(args: argparse.Namespace) -> int:
     world = int(os.environ.get("WORLD_SIZE", "1"))
     ga = common.grad_accum_steps(args, world)  # a bad batch fails before the heavy imports
+    common.check_deepspeed_launch(args, ga)  # "auto" fields the Trainer fills from its arguments itself
     if args.liger and importlib.util.find_spec("liger_kernel") is None:
         raise ScriptError("--liger needs liger-kernel: pip install liger-kernel")
     import torch
