@@ -151,6 +151,21 @@ def _measured(c: dict) -> dict:
     )
 
 
+def _cell_fields(name: str, data: dict, c: dict) -> dict:
+    """Row fields every harness cell states the same way (run_matrix.py and sweep.py): where, what, and the result."""
+    return dict(
+        source=name,
+        machine=data.get("machine", name),
+        strategy=c["strategy"],
+        method=c["method"],
+        seq_len=c["seq_len"],
+        micro_batch=c["micro_batch"],
+        ckpt=c["ckpt"],
+        status=c.get("status", "error"),
+        **_measured(c),
+    )
+
+
 def _matrix_rows(name: str, data: dict) -> list[Row]:
     rows = []
     for key in sorted(data["cells"]):
@@ -159,19 +174,11 @@ def _matrix_rows(name: str, data: dict) -> list[Row]:
         load = cmd[cmd.index("--load-dtype") + 1] if "--load-dtype" in cmd else "fp32"  # train.py's default
         rows.append(
             Row(
-                source=name,
-                machine=data.get("machine", name),
-                strategy=c["strategy"],
-                method=c["method"],
+                **_cell_fields(name, data, c),
                 gpus=c["gpus"],
-                seq_len=c["seq_len"],
-                micro_batch=c["micro_batch"],
-                ckpt=c["ckpt"],
                 load_dtype=load,
                 liger="--liger" in cmd,
                 grad_accum=(c.get("config") or {}).get("gradient_accumulation_steps", 1),
-                status=c.get("status", "error"),
-                **_measured(c),
                 from_matrix=True,
                 compiled="--dynamo_backend" in cmd,
                 flex="flex_attention" in cmd,
@@ -191,18 +198,10 @@ def _sweep_rows(name: str, data: dict) -> list[Row]:
         default = SCRIPT_LOAD_DTYPE[c["script"]]
         rows.append(
             Row(
-                source=name,
-                machine=data.get("machine", name),
-                strategy=c["strategy"],
-                method=c["method"],
+                **_cell_fields(name, data, c),
                 gpus=c.get("gpus", 1),  # files before issue 21's two-GPU cells ran one GPU and name no count
-                seq_len=c["seq_len"],
-                micro_batch=c["micro_batch"],
-                ckpt=c["ckpt"],
                 load_dtype=cmd[cmd.index("--load-dtype") + 1] if "--load-dtype" in cmd else default,
                 liger=c["liger"],
-                status=c.get("status", "error"),
-                **_measured(c),
                 flex=c["attention"] == "flex",
                 bucket_view=c["script"] == "train.py",
                 script=c["script"],
