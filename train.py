@@ -114,14 +114,15 @@ def train(args: argparse.Namespace) -> int:
     whole = is_ds and strategy_facts(strategy).zero_stage == 3 and on_gpu
     with outside_zero_init(accelerator) if whole else contextlib.nullcontext():
         model = load_model(args, config, use_cuda, str(accelerator.device) if on_gpu else "cpu")
+    compile_wanted = fp8 or args.compile_layers  # float8's casts fuse only under compile (training/precision.py)
     if args.liger:
-        apply_liger(model)
+        apply_liger(model, inside_layers=not compile_wanted)
     hf_ckpt = args.grad_checkpointing and not fsdp_ac and args.method != "qlora"
     if hf_ckpt:
         enable_grad_checkpointing(model)
     if args.method in ("lora", "qlora"):
         model = add_adapters(model, args, args.grad_checkpointing and not fsdp_ac)
-    compiled = compile_layers(model) if fp8 else 0  # float8's casts fuse only under compile (training/precision.py)
+    compiled = compile_layers(model) if compile_wanted else 0
     n_params, n_trainable = count_params(model)
     qlora_ckpt = args.method == "qlora" and args.grad_checkpointing  # peft's prepare_model_for_kbit_training did it
 
@@ -173,6 +174,7 @@ def train(args: argparse.Namespace) -> int:
         fp8_recipe=args.fp8_recipe if fp8 else None,
         fp8_linears=len(fp8_linears),
         compiled_layers=compiled,
+        liger=("loss only" if compile_wanted else "all") if args.liger else None,
         load_dtype=args.load_dtype,
         lr=args.lr,
         method=args.method,

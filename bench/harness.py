@@ -23,8 +23,9 @@ def versions() -> dict:
         " cuda=torch.version.cuda, gpu=torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,"
         " gpu_count=torch.cuda.device_count(),"
         " nccl='.'.join(map(str, torch.cuda.nccl.version())) if torch.cuda.is_available() else None)\n"
-        "try:\n import deepspeed; v['deepspeed'] = deepspeed.__version__\nexcept Exception: v['deepspeed'] = None\n"
-        "try:\n import peft; v['peft'] = peft.__version__\nexcept Exception: v['peft'] = None\n"
+        "import importlib.metadata as md\n"
+        "for name in ('deepspeed', 'peft', 'torchao', 'liger-kernel', 'trl', 'bitsandbytes'):\n"
+        "    try:\n        v[name] = md.version(name)\n    except Exception:\n        v[name] = None\n"
         "print(json.dumps(v))"
     )
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

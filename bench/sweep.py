@@ -48,6 +48,7 @@ SCRIPTS = {
     "custom": ["bench/scripts/plain_loop.py"],
     "trainer": ["recipes/trl-sft/sft.py"],
 }
+CURVE_STEPS = 200  # issue 20's loss and gradient-norm curves
 WARMUP = 2  # leading steps left out of the medians (allocator growth, lazy init, autotuning)
 START_S = 30.0  # process start, imports, random init of 7B on the GPU, data: what a cell costs before its first step
 
@@ -69,12 +70,19 @@ class Cell:
     steps: int = 6
     gpus: int = 1
     """Processes (one per GPU); the global batch is micro-batch x GPUs, no accumulation."""
+    precision: str = "bf16"
+    """bf16 | fp8 (train.py --precision fp8: torchao float8 Linears, each decoder layer compiled; issue 20)."""
+    compiled: bool = False
+    """train.py --compile-layers in bf16: the control that separates compile's effect from float8's."""
 
     @property
     def key(self) -> str:
         ck = "on" if self.ckpt else "off"
         base = f"{self.script}-g{self.gpus}-{self.strategy}-{self.method}-s{self.seq_len}-mb{self.micro_batch}-ckpt{ck}"
-        return f"{base}-{self.attention}-{self.docs}" + ("-liger" if self.liger else "")
+        tail = ("-liger" if self.liger else "") + ("-fp8" if self.precision == "fp8" else "")
+        tail += "-compiled" if self.compiled else ""
+        # a loss-curve cell (issue 20: 200 steps) says so, so it never shares a key with a throughput cell
+        return f"{base}-{self.attention}-{self.docs}{tail}" + (f"-n{self.steps}" if self.steps >= CURVE_STEPS else "")
 
     @property
     def global_batch(self) -> int:
@@ -85,8 +93,35 @@ class Cell:
         return self.seq_len if self.docs == "fill" else BENCH_DOC_TOKENS
 
 
-def _c(script, strategy, method, seq, mb, ckpt, attention, docs, liger=False, steps=6, gpus=1) -> Cell:
-    return Cell(script, strategy, method, seq, mb, ckpt, attention, docs, liger, steps, gpus)
+def _c(
+    script, strategy, method, seq, mb, ckpt, attention, docs, liger=False, steps=6, gpus=1, precision="bf16", comp=False
+):
+    return Cell(script, strategy, method, seq, mb, ckpt, attention, docs, liger, steps, gpus, precision, comp)
+
+
+def _fp8_cells() -> tuple[Cell, ...]:
+    """Issue 20 on one GPU: float8 against bf16 with the levers the planner picks for the bf16 run on one H200 with
+    Liger installed (micro-batch, checkpointing, flex, Liger; `plan --liger`), fp8 first in each pair. Throughput:
+    the full fine-tune at 4096 (short packed examples) and 8192 (documents filling the sequence), and LoRA at 4096.
+    Curves: 200 steps of the full fine-tune and of LoRA at 2048, bf16 and fp8 on the same data order."""
+    pairs = [
+        ("full", 4096, 8, True, "short", 6),
+        ("full", 8192, 4, True, "fill", 6),
+        ("lora", 4096, 4, False, "short", 6),
+        ("full", 2048, 1, False, "short", CURVE_STEPS),
+        ("lora", 2048, 1, False, "short", CURVE_STEPS),
+    ]
+    cells = [
+        _c("train.py", "ddp", method, seq, mb, ckpt, "flex", docs, liger=True, steps=steps, precision=p)
+        for method, seq, mb, ckpt, docs, steps in pairs
+        for p in ("fp8", "bf16")
+    ]
+    # bf16 with the layers compiled as fp8 compiles them: how much of fp8's gain and loss curve is compile's
+    controls = [
+        _c("train.py", "ddp", "full", 4096, 8, True, "flex", "short", liger=True, comp=True),
+        _c("train.py", "ddp", "lora", 4096, 4, False, "flex", "short", liger=True, comp=True),
+    ]
+    return (*cells, *controls)
 
 
 def _two_gpu_cells(script: str) -> tuple[Cell, ...]:
@@ -133,6 +168,7 @@ CELLS: tuple[Cell, ...] = (
     *_two_gpu_cells("custom"),
     *_two_gpu_cells("trainer"),
     *_two_gpu_cells("train.py"),
+    *_fp8_cells(),
 )
 
 
@@ -144,7 +180,7 @@ def plan_command(cell: Cell, cfg: Path) -> list[str]:
         "--micro-batch", str(cell.micro_batch), "--global-batch", str(cell.global_batch),
         "--grad-checkpointing", "on" if cell.ckpt else "off", "--output", str(cfg), "--force", "--json",
         "--liger" if cell.liger else "--no-liger", "--attention", cell.attention, "--doc-tokens", str(cell.doc_tokens),
-        "--script", cell.script,
+        "--script", cell.script, "--precision", cell.precision,
     ]  # fmt: skip
 
 
@@ -171,6 +207,8 @@ def train_command(cell: Cell, cfg: Path, log: Path, model: Path, data: Path, out
         "--grad-checkpointing" if cell.ckpt else "--no-grad-checkpointing",
         "--max-steps", str(cell.steps), "--attn-implementation", attn, "--log-file", str(log),
         "--output-dir", str(out), *(["--liger"] if cell.liger else []),
+        *(["--precision", "fp8"] if cell.precision == "fp8" else []),
+        *(["--compile-layers"] if cell.compiled else []),
     ]  # fmt: skip
     if cell.script == "train.py":
         flags += ["--warmup-steps", "1", "--save-every", "0", "--no-export"]
@@ -196,7 +234,21 @@ def summarise(log: Path) -> dict:
         peak_reserved_gb=max(last.get("max_mem_reserved_gb") or [0]) or None,
         step_times_s=[r["step_time_s"] for r in steps],
         losses=[round(r["loss"], 4) for r in steps],
+        grad_norms=[None if r.get("grad_norm") is None else round(float(r["grad_norm"]), 5) for r in steps],
+        **_summary_fields(log),
     )
+
+
+def _summary_fields(log: Path) -> dict:
+    """From train.py's summary record: the compile time it kept out of tokens/s (fp8 compiles every decoder layer)."""
+    for line in reversed(log.read_text(errors="replace").splitlines()):
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(rec, dict) and rec.get("event") == "summary":
+            return {k: rec[k] for k in ("compile_s",) if k in rec}
+    return {}
 
 
 def predicted_step_s(plan: dict) -> float | None:
@@ -250,6 +302,9 @@ def expected_s(cell: Cell, workdir: Path) -> float:
     step = predicted_step_s(json.loads(res.stdout)) if res.returncode == 0 else None
     slow = 2.5 if cell.attention == "sdpa" and cell.seq_len > 4096 else 1.3
     compile_s = 30.0 if cell.attention == "flex" else 0.0  # flex_attention compiles its kernels in the first step
+    compile_s += (
+        90.0 if cell.precision == "fp8" or cell.compiled else 0.0
+    )  # the decoder layer's forward and backward graphs
     return START_S + compile_s + cell.steps * (step or 5.0) * slow
 
 

@@ -148,10 +148,57 @@ def test_refuses_fsdp_efficient_loading(monkeypatch):
         check_fp8("full")
 
 
-@pytest.mark.parametrize("method", ["lora", "qlora"])
-def test_refuses_adapters(method):
-    with pytest.raises(UserError, match=rf"full fine-tunes only, not --method {method}"):
-        check_fp8(method)
+def test_refuses_qlora():
+    with pytest.raises(UserError, match=r"does not apply to --method qlora: QLoRA's base is 4-bit"):
+        check_fp8("qlora")
+
+
+def test_lora_takes_the_frozen_base_not_the_adapters(tiny_model):
+    """Under peft only each adapted projection's `base_layer` goes to float8; the trained rank-r adapters stay bf16,
+    and after a float8 forward and backward (torch's CPU _scaled_mm) only the adapters hold gradients."""
+    pytest.importorskip("torchao.float8")
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from torchao.float8 import convert_to_float8_training
+
+    from training.precision import fp8_config, fp8_layer_names
+
+    del tiny_model.model.layers[0].odd
+    model = get_peft_model(tiny_model, LoraConfig(r=16, target_modules="all-linear", task_type="CAUSAL_LM"))
+    convert_to_float8_training(model, module_filter_fn=fp8_filter, config=fp8_config("tensorwise", False))
+    names = fp8_layer_names(model)
+    assert {n.removeprefix("base_model.model.").removesuffix(".base_layer") for n in names} == DECODER_LINEARS
+    assert all(n.endswith(".base_layer") for n in names)  # rank 16 divides by 16, so only the filter keeps them out
+    ids = torch.randint(0, 128, (2, 32))
+    model(input_ids=ids, labels=ids).loss.backward()
+    with_grad = {n for n, p in model.named_parameters() if p.grad is not None}
+    assert with_grad and all(".lora_A." in n or ".lora_B." in n for n in with_grad)
+
+
+def test_compiled_float8_linear_drops_a_frozen_weight_gradient():
+    """torchao's float8 backward computes the weight gradient unconditionally (float8_linear.py); compiled, as train.py
+    compiles each decoder layer, AOTAutograd keeps only the GEMMs whose results are needed: with the weight frozen (a
+    LoRA base) the backward runs one matmul (the input gradient), with it trainable two. Counted on CPU."""
+    pytest.importorskip("torchao.float8")
+    import torch
+    from torch._dynamo.testing import AotEagerAndRecordGraphs
+    from torchao.float8 import convert_to_float8_training
+
+    from training.precision import fp8_config
+
+    def backward_mms(frozen: bool) -> int:
+        torch._dynamo.reset()
+        layer = torch.nn.Sequential(torch.nn.Linear(64, 64, bias=False))
+        layer[0].weight.requires_grad_(not frozen)
+        convert_to_float8_training(layer, module_filter_fn=fp8_filter, config=fp8_config("tensorwise", False))
+        backend = AotEagerAndRecordGraphs()
+        x = torch.randn(16, 64, requires_grad=True)
+        torch.compile(layer, backend=backend)(x).sum().backward()
+        (graph,) = backend.bw_graphs
+        return sum(n.target in (torch.ops.aten.mm.default, torch.ops.aten._scaled_mm.default) for n in graph.graph.nodes)
+
+    assert backward_mms(frozen=True) == 1
+    assert backward_mms(frozen=False) == 2
 
 
 def test_refused_before_the_model_is_loaded(monkeypatch, tmp_path, capsys):

@@ -92,8 +92,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--precision",
         choices=("bf16", "fp8"),
         default="bf16",
-        help="fp8: the decoder's Linear layers train in float8 through torchao (full fine-tunes, compute capability "
-        "8.9+), each decoder layer compiled; a config with mixed_precision: fp8 means the same",
+        help="fp8: the decoder's Linear layers (under LoRA, their frozen base) train in float8 through torchao "
+        "(full and LoRA, compute capability 8.9+), each decoder layer compiled; a config with mixed_precision: fp8 "
+        "means the same",
+    )
+    a(
+        "--compile-layers",
+        action="store_true",
+        help="compile each decoder layer (always on with --precision fp8); with --liger, Liger then keeps only its "
+        "fused cross-entropy, since compile fuses the norms, SwiGLU and RoPE itself",
     )
     a("--fp8-recipe", choices=("tensorwise", "rowwise"), default="tensorwise", help="torchao float8 scaling")
     a("--lora-r", type=int, default=16, help="LoRA rank")

@@ -112,12 +112,21 @@ def add_adapters(model, args, grad_checkpointing: bool):
         raise UserError(f"--lora-targets {args.lora_targets!r}: {first_line(exc)}") from None
 
 
-def apply_liger(model) -> None:
+def apply_liger(model, inside_layers: bool = True) -> None:
+    """Liger's kernels; `inside_layers=False` keeps only its fused linear cross-entropy (the loss, outside the decoder).
+
+    Why the loss only when the decoder layers are compiled: torch.compile fuses the norms, SwiGLU and RoPE itself,
+    and Liger's RMSNorm and SwiGLU backward kernels write their gradients into their inputs' buffers (in place), which
+    a compiled graph's own buffer reuse does not expect (Liger-Kernel#370; tritonbench#486 turns in_place off for
+    the same reason). The fused cross-entropy runs outside the compiled layers and keeps the logits unmaterialised."""
     try:
         from liger_kernel.transformers import _apply_liger_kernel_to_instance
     except ImportError:
         raise UserError("--liger needs liger-kernel: pip install liger-kernel") from None
-    _apply_liger_kernel_to_instance(model=model)
+    if inside_layers:
+        _apply_liger_kernel_to_instance(model=model)
+    else:
+        _apply_liger_kernel_to_instance(model=model, rope=False, rms_norm=False, swiglu=False)
 
 
 def enable_grad_checkpointing(model) -> None:

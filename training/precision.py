@@ -19,6 +19,7 @@ FP8_DIM_MULTIPLE = 16
 # The output projection stays bf16: its activations feed the loss's softmax directly, where float8's 3 mantissa bits
 # cost the most, and torchtitan and torchao's own filters leave it out for the same reason.
 FP8_SKIPPED_NAMES = ("lm_head",)
+LORA_ADAPTER_PREFIX = "lora_"  # peft's lora_A / lora_B (and lora_embedding_*) module names
 
 
 def config_asks_fp8() -> bool:
@@ -28,11 +29,10 @@ def config_asks_fp8() -> bool:
 
 def check_fp8(method: str) -> None:
     """Refuse float8 where it cannot run or is not built: one line each, before any model is loaded."""
-    if method != "full":
+    if method == "qlora":
         raise UserError(
-            f"--precision fp8 trains full fine-tunes only, not --method {method}: QLoRA's base is 4-bit (no Linear "
-            "for float8 to take), and LoRA's rank-16 adapters are too small for float8 GEMMs while its frozen base "
-            "would be re-cast every step for an unmeasured gain; use --precision bf16"
+            "--precision fp8 does not apply to --method qlora: QLoRA's base is 4-bit, so there is no bf16 Linear for "
+            "float8 to take; use --method lora --precision fp8 (bf16 base, float8 GEMMs) or --precision bf16"
         )
     try:
         import torchao.float8  # noqa: F401
@@ -54,12 +54,18 @@ def check_fp8(method: str) -> None:
 
 
 def fp8_filter(module, fqn: str) -> bool:
-    """True for the Linear layers float8 takes: not lm_head, both dims a multiple of 16."""
+    """True for the Linear layers float8 takes: not lm_head, not a LoRA adapter, both dims a multiple of 16.
+
+    Under LoRA only the frozen base Linears (peft's `base_layer`) go to float8: the adapters' rank-r GEMMs are too thin
+    for float8 to pay for its casts, and their weights are the ones being trained. The frozen base's weight gradient
+    is never needed; torchao's backward computes it anyway, but inside the compiled layer AOTAutograd drops what no
+    output needs, so the base costs its forward and input-gradient GEMMs only, as in bf16."""
     import torch
 
     if not isinstance(module, torch.nn.Linear):
         return False
-    if fqn.split(".")[-1] in FP8_SKIPPED_NAMES:
+    parts = fqn.split(".")
+    if parts[-1] in FP8_SKIPPED_NAMES or any(p.startswith(LORA_ADAPTER_PREFIX) for p in parts):
         return False
     return module.in_features % FP8_DIM_MULTIPLE == 0 and module.out_features % FP8_DIM_MULTIPLE == 0
 
