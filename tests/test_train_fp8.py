@@ -195,7 +195,8 @@ def test_compiled_float8_linear_drops_a_frozen_weight_gradient():
         x = torch.randn(16, 64, requires_grad=True)
         torch.compile(layer, backend=backend)(x).sum().backward()
         (graph,) = backend.bw_graphs
-        return sum(n.target in (torch.ops.aten.mm.default, torch.ops.aten._scaled_mm.default) for n in graph.graph.nodes)
+        mms = (torch.ops.aten.mm.default, torch.ops.aten._scaled_mm.default)
+        return sum(n.target in mms for n in graph.graph.nodes)
 
     assert backward_mms(frozen=True) == 1
     assert backward_mms(frozen=False) == 2
