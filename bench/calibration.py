@@ -17,6 +17,7 @@ import shlex
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from bench.holdout import VALIDATION_KEYS
 from bench.run_matrix import BENCH_DOC_TOKENS
 from bench.wires import NVLINK, WIRE_VALIDATION_KEYS, busbw_by_wire, wire_of
 from generator.catalog.gpus import find_gpu
@@ -36,22 +37,6 @@ def bench_attention(flex: bool) -> dict:
     return {"attention": "flex" if flex else "sdpa", "doc_tokens": BENCH_DOC_TOKENS}
 
 
-# Sweep rows held out of every fit (chosen before any term was fitted to the sweep, issue 17): spread over sequence
-# length (2048-32768), method (full, LoRA, QLoRA), kernel (SDPA dense mask, SDPA causal, flex) and document length,
-# plus every row of the scripts people launch (custom, trainer), whose terms come from the libraries' sources
-# (docs/scripts.md) and were never fitted. REPORT.md scores them apart from the fit rows.
-VALIDATION_KEYS = frozenset(
-    {
-        "train.py-g1-ddp-lora-s32768-mb1-ckpton-flex-fill",
-        "train.py-g1-ddp-lora-s32768-mb1-ckpton-sdpa-fill",
-        "train.py-g1-ddp-full-s8192-mb1-ckpton-flex-fill",
-        "train.py-g1-ddp-lora-s8192-mb1-ckpton-sdpa-short",
-        "train.py-g1-ddp-full-s16384-mb1-ckpton-flex-fill-liger",
-        "train.py-g1-ddp-full-s2048-mb4-ckpton-sdpa-fill",
-        "train.py-g1-ddp-qlora-s4096-mb1-ckpton-sdpa-short",
-        "train.py-g1-ddp-lora-s4096-mb1-ckpton-sdpa-fill",
-    }
-)
 SCRIPT_LOAD_DTYPE = {"train.py": "fp32", "custom": "bf16", "trainer": "fp32"}
 """What each bench script loads in when --load-dtype is not given (its library's default, docs/scripts.md)."""
 
@@ -83,7 +68,11 @@ class Row:
     from_matrix: bool = False
     """Written by bench/run_matrix.py (every strategy under one harness, so they can be ranked)."""
     compiled: bool = False
-    """Run under torch.compile (Accelerate's regional compilation)."""
+    """Run under Accelerate's dynamo config (matrix rows): a lever the estimator does not model."""
+    compiled_layers: bool = False
+    """train.py --compile-layers (sweep rows): each decoder layer compiled, modelled (Workload.compiled_layers)."""
+    precision: str = "bf16"
+    """bf16 | fp8 (train.py --precision fp8, sweep rows)."""
     flex: bool = False
     """Attention through transformers' flex_attention instead of SDPA."""
     bucket_view: bool = True
@@ -109,7 +98,9 @@ class Row:
     @property
     def label(self) -> str:
         extra = (f" {self.method}" if self.method != "full" else "") + (" liger" if self.liger else "")
-        extra += (" compile" if self.compiled else "") + (" flex" if self.flex else "")
+        extra += (" compile" if self.compiled else "") + (" layers-compiled" if self.compiled_layers else "")
+        extra += " flex" if self.flex else ""
+        extra += " fp8" if self.precision == "fp8" else ""
         extra += f" {self.wire}" if self.wire != NVLINK else ""
         if self.doc_tokens is not None:
             extra += " fill" if self.doc_tokens >= self.seq_len else f" docs{self.doc_tokens}"
@@ -130,6 +121,8 @@ class Row:
             liger=self.liger,
             grad_as_bucket_view=self.bucket_view,
             script=self.script,
+            precision=self.precision,
+            compiled_layers=self.compiled_layers,
             **(self._attention() if self.doc_tokens is not None else bench_attention(self.flex)),
         )
 
@@ -208,6 +201,8 @@ def _sweep_rows(name: str, data: dict) -> list[Row]:
                 doc_tokens=c["doc_tokens"],
                 role="validation" if key in VALIDATION_KEYS or c["script"] != "train.py" else "fit",
                 key=key,
+                precision=c.get("precision", "bf16"),
+                compiled_layers=c.get("compiled", False),
             )
         )
     return rows

@@ -50,7 +50,7 @@ def _plot_label(r) -> str:
 
 
 VALIDATION_NOTE = (
-    "Rows of the single-GPU sweep (`bench/sweep.py`) named in `bench/calibration.py`'s VALIDATION_KEYS before any "
+    "Rows of the single-GPU sweep (`bench/sweep.py`) named in `bench/holdout.py`'s VALIDATION_KEYS before any "
     "term was fitted to the sweep, and every row of the scripts people launch (`custom`: a plain Accelerate loop; "
     "`trainer`: TRL's SFTTrainer), whose terms come from the libraries' sources (docs/scripts.md). Grouped by script. "
     "One change came after a validation row missed (the plain loop's LoRA run without checkpointing, -5.9%): the "

@@ -69,7 +69,7 @@ def o_proj_input_bytes(model: ModelSpec, path: str) -> int:
 
 
 def lora_saved_delta_per_token(
-    model: ModelSpec, r: int, lora_r: int, liger: bool = False, path: str = "sdpa_causal"
+    model: ModelSpec, r: int, lora_r: int, liger: bool = False, path: str = "sdpa_causal", compiled: bool = False
 ) -> float:
     """What LoRA / QLoRA (peft 0.21) keep per token and layer beyond layer_saved_bytes_per_token (may be negative).
 
@@ -83,11 +83,16 @@ def lora_saved_delta_per_token(
     CPU count (tests/test_estimate_lora_saved.py: a 4-layer Mistral, h 256, F 896, GQA 8/2, seq 512, r 16, bf16, a
     window mask): 14,600 bytes per token and layer besides weights and the mask bias; the formula with this term
     14,560 (the rest: SDPA's fp32 log-sum-exp and RMSNorm's rstd), without it 13,312. MoE experts are not adapted
-    (only q, k, v and o count there)."""
+    (only q, k, v and o count there).
+    `compiled` (each decoder layer under torch.compile, as fp8 runs): the casts are traced, so the graph saves one bf16
+    copy per distinct input, not one per adapter: q, k and v share one, gate and up another (2 x 3h bytes per token
+    and layer fewer; measured 12.5 GB less at 16,384 tokens on Mistral-7B, the formula 12.9: bench/REPORT.md)."""
     h, q, f = model.hidden_size, model.num_heads * model.head_dim, model.intermediate_size
     inputs = {"q": h, "k": h, "v": h, "o": q, "gate": h, "up": h, "down": f}
+    shared = {"k": "q", "v": "q", "up": "gate"} if compiled else {}  # adapters reading the same tensor
     targets = [t for t in LORA_TARGETS if not (model.num_experts and t in ("gate", "up", "down"))]
-    adapted = sum(2 * inputs[t] + 2 * lora_r for t in targets)
+    copies = {shared.get(t, t): inputs[t] for t in targets}
+    adapted = sum(2 * w for w in copies.values()) + 2 * lora_r * len(targets)
     # The inputs layer_saved_bytes_per_token already counts once each (a trained linear keeps them), now adapters' own.
     counted = 2 * h + o_proj_input_bytes(model, path) + (0 if model.num_experts else 2 * h + 2 * f)
     frozen_norms = 0 if liger else 2 * r * h
@@ -128,7 +133,9 @@ def activation_terms(model: ModelSpec, workload: Workload, strategy: str) -> dic
     path = kernel_path(model, workload)
     per_token = layer_saved_bytes_per_token(model, r, workload.liger, path)
     if workload.method in ("lora", "qlora"):
-        per_token += lora_saved_delta_per_token(model, r, workload.lora_r, workload.liger, path)
+        per_token += lora_saved_delta_per_token(
+            model, r, workload.lora_r, workload.liger, path, workload.layers_compiled
+        )
     per_layer = per_token * tokens
     kept = logits_kept_bytes(workload, strategy) * model.vocab_size * tokens
     loss_fwd = 0.0 if workload.liger else LOSS_FORWARD_BYTES * model.vocab_size * tokens

@@ -1,7 +1,9 @@
 """Float8 training (issue 20): what torchao's float8 Linear changes in step time, memory and FSDP2 traffic.
 
-Every term here is PREDICTED and UNFITTED: no fp8 row has been measured under train.py yet (the issue's kernel
-benchmark on one H200 is not an end-to-end row). Sources, as installed with accelerate 1.15 and torchao:
+Measured under train.py on one H200 (bench/results/h200-x1-fp8-2026-12-01-rerun.json; torch 2.11, torchao 0.18.0):
+one term, FP8_GEMM_SPEEDUP, is fitted to one row; the casts, memory and FSDP2 terms below come from torchao's source
+and are not fitted. REPORT.md scores the rows it was not fitted on. Sources, as installed with accelerate 1.15 and
+torchao:
 - Which layers run in float8: accelerate's `utils/ao.py` `filter_linear_layers` converts an `nn.Linear` only when both
   its in and out features divide by 16 (`torch._scaled_mm`'s alignment), and `convert_model_to_fp8_ao` skips the
   model's first and last Linear (lm_head) for stability; torchao's float8 README does the same by filter function.
@@ -23,10 +25,14 @@ from generator.model.types import ModelSpec
 PRECISIONS = ("bf16", "fp8")
 """--precision values: bf16 autocast (default) or float8 Linear layers via torchao (train.py --precision fp8)."""
 
-FP8_GEMM_SPEEDUP = 2.0
-"""Dense fp8 tensor-core peak over dense bf16 on Hopper, Ada and Blackwell (NVIDIA datasheets: H100/H200 SXM 3,958
-fp8 vs 1,979 bf16 sparse TFLOP/s; L40S 1,466 vs 733). Assumed at the same sustained efficiency as bf16 GEMMs
-(MATMUL_EFFICIENCY): unfitted. GeForce Ada/Blackwell halve fp8 with fp32 accumulate; not modelled."""
+FP8_GEMM_SPEEDUP = 1.76
+"""How much faster the float8 Linears' GEMMs run than the same GEMMs in bf16, end to end. The datasheets' peak ratio
+is 2.0 (H100/H200 SXM 3,958 fp8 vs 1,979 bf16 sparse TFLOP/s; L40S 1,466 vs 733); fp8 GEMMs sustain a smaller share
+of it, and the compiled layer's overheads beyond the modelled casts land here too. Fitted to one row, the full
+fine-tune at seq 4096, micro-batch 8, with checkpointing, flex and Liger on one H200 (14,900 tokens/s;
+bench/results/h200-x1-fp8-2026-12-01-rerun.json, train.py-g1-ddp-full-s4096-mb8-ckpton-flex-short-liger-fp8);
+checked on the rows in bench/holdout.py FP8_VALIDATION_KEYS (seq 8192 with filling documents, LoRA). Hopper only:
+Ada and Blackwell inherit it unmeasured; GeForce Ada/Blackwell halve fp8 with fp32 accumulate, not modelled."""
 
 INPUT_CAST_BYTES = 5.0
 """HBM bytes per input element per forward of a float8 Linear: the amax reduction reads bf16 (2), the cast reads it
@@ -83,15 +89,14 @@ def fp8_weight_params(model: ModelSpec) -> int:
     return int(model.num_layers * (sum(a * b for a, b in attn) + experts * sum(a * b for a, b in mlp)))
 
 
-def cast_bytes_per_token(model: ModelSpec, forward_passes: int, backward: bool = True) -> float:
-    """HBM bytes the float8 casts of activations and gradients move per token per micro-step (weights apart)."""
+def cast_bytes_per_token(model: ModelSpec, forward_passes: int, frozen: bool = False) -> float:
+    """HBM bytes the float8 casts of activations and gradients move per token per micro-step (weights apart).
+    `frozen` (a LoRA base): no weight gradient, so no recast of the input for it (the compiled layer drops it)."""
     linears = _layer_linears(model)
     inputs = sum(a for a, _ in linears) * model.num_layers
     outputs = sum(b for _, b in linears) * model.num_layers
-    per_token = forward_passes * INPUT_CAST_BYTES * inputs
-    if backward:
-        per_token += GRAD_CAST_BYTES * outputs + INPUT_TRANSPOSE_BYTES * inputs
-    return per_token
+    per_token = forward_passes * INPUT_CAST_BYTES * inputs + GRAD_CAST_BYTES * outputs
+    return per_token + (0.0 if frozen else INPUT_TRANSPOSE_BYTES * inputs)
 
 
 def weight_cast_bytes(model: ModelSpec, forward_passes: int) -> float:

@@ -82,6 +82,12 @@ ZERO3_OVERHEAD_S_PER_PASS_PER_BPARAM = 0.0183
 # Not measured under FSDP/DeepSpeed, whose bf16 activation stream should make the adapters somewhat cheaper.
 LORA_BYTES_PER_TOKEN_WIDTH = 12.7
 LORA_BACKWARD_PASSES = 3.0
+# Share of those adapter passes that disappear when each decoder layer is compiled (train.py --compile-layers, and
+# always under fp8): inductor fuses peft's casts, scaling and add into the neighbouring kernels. Fitted to one row, bf16
+# LoRA with the layers compiled (bench/results/h200-x1-fp8-2026-12-01-rerun.json,
+# train.py-g1-ddp-lora-s4096-mb4-ckptoff-flex-short-liger-compiled: 18,111 tokens/s against 14,474 eager); checked on
+# the fp8 LoRA rows, which it never saw (bench/holdout.py FP8_VALIDATION_KEYS).
+COMPILED_ADAPTER_FUSED = 0.85
 # QLoRA: bitsandbytes dequantises every 4-bit (NF4, double-quantised) weight to bf16 at each use: forward, the
 # recompute, and backward (the input gradient needs the weight again). Effective HBM bytes per quantised parameter per
 # use; far above the 2.5 bytes it moves (0.5 read + 2 written) because the dequantisation kernel reaches a small
@@ -212,7 +218,8 @@ def _adapter_bytes(model: ModelSpec, workload: Workload) -> float:
         return 0.0
     tokens = workload.seq_len * workload.micro_batch * workload.grad_accum
     passes = _forward_passes(workload) + LORA_BACKWARD_PASSES
-    return tokens * lora_params(model, 1) * LORA_BYTES_PER_TOKEN_WIDTH * passes
+    fused = COMPILED_ADAPTER_FUSED if workload.layers_compiled else 0.0
+    return tokens * lora_params(model, 1) * LORA_BYTES_PER_TOKEN_WIDTH * passes * (1 - fused)
 
 
 def _dequant_bytes(model: ModelSpec, workload: Workload) -> float:
@@ -230,7 +237,7 @@ def _fp8_cast_bytes(model: ModelSpec, workload: Workload) -> float:
         return 0.0
     tokens = workload.seq_len * workload.micro_batch * workload.grad_accum
     fwd = _forward_passes(workload)
-    acts = tokens * cast_bytes_per_token(model, fwd)
+    acts = tokens * cast_bytes_per_token(model, fwd, frozen=workload.method != "full")
     return acts + workload.grad_accum * weight_cast_bytes(model, fwd)
 
 

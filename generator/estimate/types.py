@@ -37,7 +37,9 @@ class Workload:
     mixed_precision: str = "bf16"
     """bf16 | no."""
     precision: str = "bf16"
-    """bf16 | fp8: float8 Linear layers via torchao (train.py --precision fp8; estimate.precision, predicted only)."""
+    """bf16 | fp8: float8 Linear layers via torchao (train.py --precision fp8; estimate.precision)."""
+    compiled_layers: bool = False
+    """Each decoder layer under torch.compile (train.py --compile-layers); fp8 always compiles them (layers_compiled)."""
     lora_r: int = 16
     liger: bool = False
     """Liger fused kernels (fused linear cross-entropy: no full logits tensor)."""
@@ -54,6 +56,11 @@ class Workload:
     """The script launched with the YAML (estimate.scripts.SCRIPTS): which AdamW implementation, loss and defaults
     it brings (estimate.scripts.ScriptFacts). The caller sets grad_as_bucket_view and load_dtype from the same facts."""
     # -- end script --
+
+    @property
+    def layers_compiled(self) -> bool:
+        """The decoder layers run compiled: asked for, or implied by fp8 (float8's casts fuse only under compile)."""
+        return self.compiled_layers or self.precision == "fp8"
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,49 @@
+"""Which measured rows the estimator's terms were never fitted to: REPORT.md scores them apart from the fit rows.
+
+One owner for the held-out sweep keys (bench/wires.py owns the slow-wire ones). A key named here is `validation`
+whatever file holds it; every other train.py sweep row is `fit`; the scripts' rows (custom, trainer) are all held out.
+"""
+
+from __future__ import annotations
+
+# Issue 17 (chosen before any term was fitted to the sweep): spread over sequence length (2048-32768), method (full,
+# LoRA, QLoRA), kernel (SDPA dense mask, SDPA causal, flex) and document length.
+LONG_SEQUENCE_KEYS = frozenset(
+    {
+        "train.py-g1-ddp-lora-s32768-mb1-ckpton-flex-fill",
+        "train.py-g1-ddp-lora-s32768-mb1-ckpton-sdpa-fill",
+        "train.py-g1-ddp-full-s8192-mb1-ckpton-flex-fill",
+        "train.py-g1-ddp-lora-s8192-mb1-ckpton-sdpa-short",
+        "train.py-g1-ddp-full-s16384-mb1-ckpton-flex-fill-liger",
+        "train.py-g1-ddp-full-s2048-mb4-ckpton-sdpa-fill",
+        "train.py-g1-ddp-qlora-s4096-mb1-ckpton-sdpa-short",
+        "train.py-g1-ddp-lora-s4096-mb1-ckpton-sdpa-fill",
+    }
+)
+
+# Issue 20 (bench/results/h200-x1-fp8-2026-12-01*.json): two rows fit the two new terms, one each --
+# FP8_GEMM_SPEEDUP (generator/estimate/precision.py) and COMPILED_ADAPTER_FUSED (generator/estimate/timing.py).
+FP8_FIT_KEYS = frozenset(
+    {
+        "train.py-g1-ddp-full-s4096-mb8-ckpton-flex-short-liger-fp8",
+        "train.py-g1-ddp-lora-s4096-mb4-ckptoff-flex-short-liger-compiled",
+    }
+)
+# ... and every other row of those files is held out: fp8 at another length and document mix, fp8 LoRA, the bf16 rows
+# beside them, the bf16 full fine-tune with its layers compiled, and the four 200-step curve rows (micro-batch 1).
+FP8_VALIDATION_KEYS = frozenset(
+    {
+        "train.py-g1-ddp-full-s8192-mb4-ckpton-flex-fill-liger-fp8",
+        "train.py-g1-ddp-lora-s4096-mb4-ckptoff-flex-short-liger-fp8",
+        "train.py-g1-ddp-full-s4096-mb8-ckpton-flex-short-liger",
+        "train.py-g1-ddp-full-s8192-mb4-ckpton-flex-fill-liger",
+        "train.py-g1-ddp-lora-s4096-mb4-ckptoff-flex-short-liger",
+        "train.py-g1-ddp-full-s4096-mb8-ckpton-flex-short-liger-compiled",
+        "train.py-g1-ddp-full-s2048-mb1-ckptoff-flex-short-liger-fp8-n200",
+        "train.py-g1-ddp-full-s2048-mb1-ckptoff-flex-short-liger-n200",
+        "train.py-g1-ddp-lora-s2048-mb1-ckptoff-flex-short-liger-fp8-n200",
+        "train.py-g1-ddp-lora-s2048-mb1-ckptoff-flex-short-liger-n200",
+    }
+)
+
+VALIDATION_KEYS = LONG_SEQUENCE_KEYS | FP8_VALIDATION_KEYS
