@@ -34,6 +34,7 @@ def test_a_curve_inside_the_reference_noise_passes_and_one_shifted_beyond_it_fai
         assert 0.05 < w.noise < 0.15  # the made-up curve's 0.1 nats of step-to-step scatter
         bad = window(bf16, shifted, first, last)
         assert not bad.ok and bad.gap == pytest.approx(0.3)
+        assert not window(bf16, [x - 0.3 for x in bf16], first, last).ok  # lower by as much fails too
 
 
 def test_the_tolerance_comes_from_the_bf16_run_only():
@@ -73,15 +74,16 @@ def test_committed_cells_give_the_reported_verdicts():
     assert [(w.first, w.last) for w in full.windows] == [(21, 60), (61, 120), (121, 200)]
     assert [w.ok for w in full.windows] == [False, True, True]  # fp8 falls faster early
     assert [w.ok for w in lora.windows] == [True, True, False]  # fp8 slower to memorise below 0.1 nats
-    assert (round(full.windows[0].gap, 2), round(full.windows[0].noise, 2)) == (0.77, 0.55)
+    assert (round(full.windows[0].gap, 2), round(full.windows[0].noise, 2)) == (-0.77, 0.55)
     assert (round(lora.windows[2].gap, 3), round(lora.windows[2].noise, 3)) == (0.042, 0.022)
+    assert lora.windows[2].gap > 0 and lora.reach == (124, 137)  # fp8's MA20 falls below 0.1 nats 13 steps later
     assert all(0.005 < x < 0.02 for c in (full, lora) for x in c.final_ma)  # both memorise the synthetic data
 
 
 def test_cli_prints_the_table_and_json_and_one_line_on_a_bad_file(tmp_path, capsys):
     assert fp8_curves.main([]) == 0
     out = capsys.readouterr().out
-    assert "| 21-60 | max abs MA20 gap vs bf16 noise | 0.773 | 0.549 | FAIL |" in out
+    assert "| 21-60 | largest MA20 gap fp8 - bf16 vs bf16 noise | -0.773 (step " in out and "| 0.549 | FAIL |" in out
     assert fp8_curves.main(["--json"]) == 0
     assert [c["windows_ok"] for c in json.loads(capsys.readouterr().out)] == [[False, True, True], [True, True, False]]
     (tmp_path / "none.json").write_text(json.dumps({"cells": {}}))
