@@ -76,3 +76,29 @@ def throughput_plot(items: list[tuple[str, float, float]], path: Path) -> None:
     ax.set_title("Throughput per strategy: measured vs predicted (current estimator)")
     ax.legend(fontsize=8)
     _save(fig, path)
+
+
+def fp8_curves_plot(panels: list[tuple[str, dict[str, tuple[list[float], list[float]]]]], path: Path) -> None:
+    """panels: (method, {precision: (per-step losses, per-step grad norms)}); per step faint, MA20 solid."""
+    from bench.fp8_curves import MA, WINDOWS, moving_average
+
+    fig, axes = plt.subplots(2, len(panels), figsize=(6 * len(panels), 7.5), sharex=True, squeeze=False)
+    colors = {"bf16": "tab:blue", "fp8": "tab:orange"}
+    for col, (method, runs) in enumerate(panels):
+        for row, (title, what) in enumerate((("loss", "loss, nats"), ("gradient norm", "norm before clipping at 1.0"))):
+            ax = axes[row][col]
+            for precision, series in runs.items():
+                ys = series[row]
+                steps = range(1, len(ys) + 1)
+                ax.plot(steps, ys, color=colors.get(precision), alpha=0.25, linewidth=0.8)
+                ax.plot(steps, moving_average(ys), color=colors.get(precision), label=f"{precision} MA{MA}")
+            for first, _ in WINDOWS:
+                ax.axvline(first - 0.5, color="grey", linestyle=":", linewidth=0.8)
+            ax.set_yscale("log")  # both fall over three decades: a linear axis hides the later windows
+            ax.set_ylabel(what)
+            ax.grid(True, which="both", alpha=0.3)
+            ax.set_title(f"{method}: {title}", fontsize=10)
+            ax.legend(fontsize=8)
+        axes[1][col].set_xlabel(f"step (dotted: scored windows {', '.join(f'{a}-{z}' for a, z in WINDOWS)})")
+    fig.suptitle("Float8 vs bf16: per step (faint) and 20-step moving average (solid)", fontsize=11)
+    _save(fig, path)

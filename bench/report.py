@@ -15,6 +15,7 @@ BENCH = Path(__file__).resolve().parent
 if str(BENCH.parent) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(BENCH.parent))
 
+from bench import fp8_curves  # noqa: E402
 from bench.calibration import RESULTS_DIR, error_pct, load_files, load_rows, measured_busbw, predict  # noqa: E402
 from bench.recommend import verdicts  # noqa: E402
 from bench.targets import WHY_VALIDATION_MISSED, explain, judge, judge_validation  # noqa: E402
@@ -29,7 +30,12 @@ IN_SAMPLE = (
     "lengths, GPU counts, GPUs and models are predictions the matrix has not yet checked."
 )
 PATH_NAMES = {"nvlink": "NVLink", "p2p_disabled": "P2P disabled", "sockets": "sockets"}
-PLOTS = {"memory": "report-memory.png", "bandwidth": "report-bandwidth.png", "throughput": "report-throughput.png"}
+PLOTS = {
+    "memory": "report-memory.png",
+    "bandwidth": "report-bandwidth.png",
+    "throughput": "report-throughput.png",
+    "fp8_curves": "report-fp8-curves.png",
+}
 
 
 def _f(x: float | None, fmt: str = "{:.2f}") -> str:
@@ -96,6 +102,52 @@ def bandwidth_curves(files: dict[str, dict]) -> list[tuple[str, dict[str, float]
 def _records(data: dict) -> str:
     n = len(data.get("measurements") or [])
     return f"plan --trial calibration records ({n} measurements: reserved memory and tokens/s)" if n else ""
+
+
+def fp8_curves_section(files: dict[str, dict]) -> tuple[list[str], list]:
+    """REPORT.md's issue-20 section and its figure's panels, from every results file holding 200-step fp8/bf16 twins;
+    nothing when none does."""
+    md, panels = [], []
+    for name, data in sorted(files.items()):
+        comps = fp8_curves.comparisons(data)
+        if not comps:
+            continue
+        v, cells = data.get("versions") or {}, data["cells"]
+        b = cells[comps[0].bf16_key]
+        md += [
+            f"`{name}` (per-step logs in `{name.removesuffix('.json')}-logs.tgz`), measured on "
+            f"{v.get('gpu_count', '?')}x {v.get('gpu', '?')}, torch {v.get('torch')}, torchao {v.get('torchao')}, "
+            f"transformers {v.get('transformers')}, liger-kernel {v.get('liger-kernel')}: {b['steps']} steps of "
+            f"train.py on Mistral-7B's architecture with random weights, seq {b['seq_len']}, micro-batch "
+            f"{b['micro_batch']}, checkpointing {'on' if b['ckpt'] else 'off'}, {b['attention']} attention, "
+            f"{'Liger, ' if b['liger'] else ''}the synthetic {b['docs']} packed data (`{b['dataset']}`), the same seed "
+            "and data order in both precisions. Rows: "
+            + "; ".join(f"{c.method}: `{c.bf16_key}` (bf16) vs `{c.fp8_key}` (fp8)" for c in comps)
+            + ".",
+            "",
+        ]
+        md += _table(*fp8_curves.table(comps))
+        md += ["", *map(fp8_curves.reading, comps), ""]
+        panels += [
+            (
+                f"{c.method} ({name})",
+                {
+                    p: (cells[k]["measured"]["losses"], cells[k]["measured"].get("grad_norms") or [])
+                    for p, k in (("bf16", c.bf16_key), ("fp8", c.fp8_key))
+                },
+            )
+            for c in comps
+        ]
+    if not md:
+        return [], []
+    head = ["", "## Float8 loss and gradient-norm curves (issue 20)", "", f"![fp8 curves]({PLOTS['fp8_curves']})", ""]
+    tail = [
+        "Both precisions memorise the synthetic data (1000 templated examples of ~54 tokens: 200 steps of 2048 tokens "
+        "pass over them 7 to 8 times), so the later windows measure how fast each run memorises, not how well it "
+        "generalises; each verdict rests on one run per precision. "
+        "Computed by `python bench/fp8_curves.py` (`--json` for the numbers).",
+    ]
+    return [*head, *fp8_curves.criteria(), "", *md, *tail], panels
 
 
 def build(files: dict[str, dict]) -> tuple[str, dict]:
@@ -203,6 +255,8 @@ def build(files: dict[str, dict]) -> tuple[str, dict]:
     md += ["", "## Bus bandwidth (GB/s)", "", f"![bus bandwidth]({PLOTS['bandwidth']})", ""]
     sizes = ["1M", "16M", "256M", "1G", "2G"]
     md += _table(["curve", *sizes], [[label, *(_f(pts.get(s), "{:.1f}") for s in sizes)] for label, pts in curves])
+    fp8_md, fp8_panels = fp8_curves_section(files)
+    md += fp8_md
     md += ["", "## Sources", ""]
     md += [
         f"- `{name}`: {d.get('what') or d.get('source') or d.get('machine') or _records(d)}"
@@ -213,16 +267,19 @@ def build(files: dict[str, dict]) -> tuple[str, dict]:
         "throughput": [(_plot_label(r), r.tps, e.tokens_per_s_per_gpu) for r, e, _ in tput],
         "bandwidth": curves,
         "capacity": capacity,
+        "fp8_curves": fp8_panels,
     }
     return "\n".join(md) + "\n", plots
 
 
 def draw(plots: dict, out: Path) -> None:
-    from bench.plots import bandwidth_plot, memory_plot, throughput_plot
+    from bench.plots import bandwidth_plot, fp8_curves_plot, memory_plot, throughput_plot
 
     memory_plot(plots["memory"], plots["capacity"], out / PLOTS["memory"])
     bandwidth_plot(plots["bandwidth"], out / PLOTS["bandwidth"])
     throughput_plot(plots["throughput"], out / PLOTS["throughput"])
+    if plots["fp8_curves"]:
+        fp8_curves_plot(plots["fp8_curves"], out / PLOTS["fp8_curves"])
 
 
 def main(argv: list[str] | None = None) -> int:
