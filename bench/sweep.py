@@ -29,7 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import date
 from pathlib import Path
 
@@ -74,13 +74,16 @@ class Cell:
     """bf16 | fp8 (train.py --precision fp8: torchao float8 Linears, each decoder layer compiled; issue 20)."""
     compiled: bool = False
     """train.py --compile-layers in bf16: the control that separates compile's effect from float8's."""
+    seed: int | None = None
+    """train.py --seed (random init and data order); None: its default. A second bf16 curve with another seed shows
+    how far two bf16 runs drift apart, the yardstick for fp8's curve."""
 
     @property
     def key(self) -> str:
         ck = "on" if self.ckpt else "off"
         base = f"{self.script}-g{self.gpus}-{self.strategy}-{self.method}-s{self.seq_len}-mb{self.micro_batch}-ckpt{ck}"
         tail = ("-liger" if self.liger else "") + ("-fp8" if self.precision == "fp8" else "")
-        tail += "-compiled" if self.compiled else ""
+        tail += ("-compiled" if self.compiled else "") + (f"-seed{self.seed}" if self.seed is not None else "")
         # a loss-curve cell (issue 20: 200 steps) says so, so it never shares a key with a throughput cell
         return f"{base}-{self.attention}-{self.docs}{tail}" + (f"-n{self.steps}" if self.steps >= CURVE_STEPS else "")
 
@@ -121,7 +124,12 @@ def _fp8_cells() -> tuple[Cell, ...]:
         _c("train.py", "ddp", "full", 4096, 8, True, "flex", "short", liger=True, comp=True),
         _c("train.py", "ddp", "lora", 4096, 4, False, "flex", "short", liger=True, comp=True),
     ]
-    return (*cells, *controls)
+    # bf16 against bf16 from another seed (init and data order): how far two bf16 curves drift on their own
+    curves = [
+        replace(_c("train.py", "ddp", m, 2048, 1, False, "flex", "short", liger=True, steps=CURVE_STEPS), seed=1)
+        for m in ("full", "lora")
+    ]
+    return (*cells, *controls, *curves)
 
 
 def _two_gpu_cells(script: str) -> tuple[Cell, ...]:
@@ -209,6 +217,7 @@ def train_command(cell: Cell, cfg: Path, log: Path, model: Path, data: Path, out
         "--output-dir", str(out), *(["--liger"] if cell.liger else []),
         *(["--precision", "fp8"] if cell.precision == "fp8" else []),
         *(["--compile-layers"] if cell.compiled else []),
+        *(["--seed", str(cell.seed)] if cell.seed is not None else []),
     ]  # fmt: skip
     if cell.script == "train.py":
         flags += ["--warmup-steps", "1", "--save-every", "0", "--no-export"]
