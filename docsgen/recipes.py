@@ -106,9 +106,11 @@ def plan_command(recipe: Recipe) -> str:
 
 
 def make_recipe_plan(recipe: Recipe):
-    """The Plan `python -m generator plan <args>` makes, through the CLI's own parser and request builder."""
+    """The Plan `python -m generator plan <args>` makes, through the CLI's own parser and request builder, in bf16:
+    the recipes' measured evidence is bf16 (--precision auto would take fp8 where torchao is installed)."""
     args = build_parser("plan").parse_args(plan_argv(recipe))
-    return make_plan(topology_from_args(args), load_model(args.model), request_from_args(args))
+    request = replace(request_from_args(args), precision="bf16")
+    return make_plan(topology_from_args(args), load_model(args.model), request)
 
 
 def regenerate(out_dir: str | Path = RECIPES_DIR) -> list[Path]:
