@@ -235,3 +235,14 @@ def test_an_fp8_fsdp2_config_passes_train_pys_own_fp8_checks(tmp_path, capsys, m
     with child_environ(env):
         assert precision.launch_uses_fsdp2()
         precision.check_fp8("full")  # raises UserError if the config is one train.py refuses
+
+
+def test_check_refuses_fp8_on_a_deepspeed_config(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    argv = ["plan", "--model", "mistral-7b", "--machine", "h200-sxm-2", "--num-gpus", "2", "--strategy", "zero2"]
+    assert main([*argv, "--output", "z2.yaml"]) == 0  # auto: bf16 under DeepSpeed
+    capsys.readouterr()
+    assert main(["check", "z2.yaml", "--machine", "h200-sxm-2", "--script", "train.py"]) == 0
+    assert "fp8" not in capsys.readouterr().out
+    assert main(["check", "z2.yaml", "--machine", "h200-sxm-2", "--script", "train.py", "--precision", "fp8"]) == 2
+    assert "not built for DeepSpeed" in " ".join(capsys.readouterr().out.split())
