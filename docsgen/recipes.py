@@ -76,7 +76,8 @@ RECIPES: tuple[Recipe, ...] = (
     ),
     Recipe(
         "rtx4090-1gpu-lora", "one 24 GB consumer card (RTX 4090/3090), LoRA",
-        ("--machine", "rtx4090-2", "--num-gpus", "1", "--method", "lora", "--load-dtype", "bf16", *COMMON),
+        ("--machine", "rtx4090-2", "--num-gpus", "1", "--method", "lora", "--load-dtype", "bf16", "--precision", "bf16",
+         *COMMON),
         "One 24 GB card: the frozen base weights must be bf16 (fp32 would need 29 GB alone) and activation "
         "checkpointing keeps the 4096-token activations small. One process, no communication.",
     ),
