@@ -76,7 +76,8 @@ RECIPES: tuple[Recipe, ...] = (
     ),
     Recipe(
         "rtx4090-1gpu-lora", "one 24 GB consumer card (RTX 4090/3090), LoRA",
-        ("--machine", "rtx4090-2", "--num-gpus", "1", "--method", "lora", "--load-dtype", "bf16", *COMMON),
+        ("--machine", "rtx4090-2", "--num-gpus", "1", "--method", "lora", "--load-dtype", "bf16", "--precision", "bf16",
+         *COMMON),
         "One 24 GB card: the frozen base weights must be bf16 (fp32 would need 29 GB alone) and activation "
         "checkpointing keeps the 4096-token activations small. One process, no communication.",
     ),
@@ -106,9 +107,11 @@ def plan_command(recipe: Recipe) -> str:
 
 
 def make_recipe_plan(recipe: Recipe):
-    """The Plan `python -m generator plan <args>` makes, through the CLI's own parser and request builder."""
+    """The Plan `python -m generator plan <args>` makes, through the CLI's own parser and request builder, in bf16:
+    the recipes' measured evidence is bf16 (--precision auto would take fp8 where torchao is installed)."""
     args = build_parser("plan").parse_args(plan_argv(recipe))
-    return make_plan(topology_from_args(args), load_model(args.model), request_from_args(args))
+    request = replace(request_from_args(args), precision="bf16")
+    return make_plan(topology_from_args(args), load_model(args.model), request)
 
 
 def regenerate(out_dir: str | Path = RECIPES_DIR) -> list[Path]:

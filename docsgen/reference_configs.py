@@ -24,6 +24,8 @@ CONFIG_DIR = "accelerate_configs"
 MODEL = "mistral-7b"
 GLOBAL_BATCH = 64
 """Sequences per optimizer step in every reference config, so they train the same recipe at any GPU count."""
+PRECISION = "bf16"
+"""Pinned: the reference configs stand for measured bf16 runs (--precision auto may take fp8 with torchao)."""
 
 
 @dataclass(frozen=True)
@@ -35,10 +37,16 @@ class Scenario:
 
 def scenarios() -> list[Scenario]:
     out = [
-        Scenario(f"{machine}-{MODEL}-full", machine, PlanRequest(global_batch=GLOBAL_BATCH))
+        Scenario(f"{machine}-{MODEL}-full", machine, PlanRequest(global_batch=GLOBAL_BATCH, precision=PRECISION))
         for machine in sorted(REFERENCE_MACHINES)
     ]
-    out.append(Scenario(f"rtx4090-2-{MODEL}-lora", "rtx4090-2", PlanRequest(method="lora", global_batch=GLOBAL_BATCH)))
+    out.append(
+        Scenario(
+            f"rtx4090-2-{MODEL}-lora",
+            "rtx4090-2",
+            PlanRequest(method="lora", global_batch=GLOBAL_BATCH, precision=PRECISION),
+        )
+    )
     return out
 
 

@@ -102,7 +102,8 @@ def test_cpu_trial_writes_the_measured_fastest_and_records_both(tmp_path):
 def test_out_of_memory_is_reported_and_the_next_candidate_runs(tmp_path):
     cal, out = tmp_path / "cal.json", tmp_path / "best.yaml"
     r = cli("--model", "mistral-7b", "--machine", "h200-sxm-2", "--num-gpus", "1", "--strategy", "ddp",
-            "--attention", "sdpa", "--grad-checkpointing", "off", "--seq-len", "256", "--trial", "--top", "3",
+            "--attention", "sdpa", "--grad-checkpointing", "off", "--seq-len", "256", "--precision", "bf16", "--trial",
+            "--top", "3",
             "--calibration-file", str(cal), "--model-dir", config_dir(tmp_path), "--output", str(out),
             env=fake_env(tmp_path), timeout=60)  # fmt: skip
     assert r.returncode == 0, r.stderr + r.stdout

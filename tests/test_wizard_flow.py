@@ -4,6 +4,7 @@ real questionary prompts, real planner and emitter; only live GPU detection is p
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -172,7 +173,7 @@ def test_a_detected_machine_is_the_default_answer(tmp_path, monkeypatch, capsys)
 def test_the_kernels_default_is_the_planners_pick(tmp_path, capsys):
     """Enter at the kernels question leaves attention to the planner: flex at a long sequence, as `plan` picks."""
     keys = [machine("h200-sxm-2"), ENTER, DOWN + ENTER, replace_text("4096", "32768"), ENTER, ENTER]  # LoRA, s32768
-    keys += [ENTER] * 6  # kernels: the planner's pick, documents fill, train.py, 1 machine, accept, default path
+    keys += [ENTER] * 7  # kernels: the planner's pick, documents fill, train.py, 1 machine, precision, accept, path
     assert wizard(keys) == 0
     assert "--attn-implementation flex_attention" in capsys.readouterr().out
 
@@ -335,18 +336,29 @@ def test_precision_is_not_asked_on_a_gpu_without_fp8(tmp_path, capsys):
     assert "PREDICTED, NOT MEASURED" not in (tmp_path / "accelerate_config.yaml").read_text()
 
 
-def test_precision_is_offered_only_for_a_full_fine_tune_that_fits_on_fp8_gpus():
+def test_precision_is_offered_for_full_and_lora_with_auto_s_choice_as_the_default():
+    """One H200, full and LoRA: asked, with both precisions' predicted tokens/s; the recommended choice answers auto
+    and is fp8 exactly when torchao is importable (auto's rule); QLoRA, and a machine where nothing fits, skip it."""
     from generator.model import load_model
+    from generator.plan.planner import make_plan
     from generator.plan.types import PlanRequest
     from generator.topology import load_topology
     from generator.wizard.precision import for_method, fp8_gain, precision_choices
 
     model, h200 = load_model("mistral-7b"), load_topology(machine="h200-sxm-2")
-    gain = fp8_gain(h200, model, PlanRequest(global_batch=64))
-    assert gain is not None and gain.fp8_tokens_per_s > gain.bf16_tokens_per_s  # the estimator's prediction
-    fp8_title = dict((v, t) for t, v in precision_choices({"_gain": gain}))["fp8"]
-    assert "predicted +" in fp8_title and "predicted, not measured" in fp8_title
-    assert fp8_gain(h200, model, PlanRequest(method="lora")) is None  # train.py refuses fp8 with LoRA
+    for method in ("full", "lora"):
+        request = PlanRequest(method=method, num_gpus=1, fp8_installed=True)
+        gain = fp8_gain(h200, model, request)
+        auto = make_plan(h200, model, request)
+        assert gain is not None and gain.default == auto.workload.precision == "fp8"
+        assert gain.fp8_tokens_per_s == auto.estimate.tokens_per_s_per_gpu  # the number of the plan it writes
+        titles = dict((v, t) for t, v in precision_choices({"_gain": gain}))
+        assert set(titles) == {"auto", "bf16"} and "(recommended)" in titles["auto"]
+        assert f"{gain.bf16_tokens_per_s:,.0f} tokens/s" in titles["bf16"] and "measured" in titles["auto"]
+        absent = fp8_gain(h200, model, replace(request, fp8_installed=False))
+        titles = dict((v, t) for t, v in precision_choices({"_gain": absent}))
+        assert absent.default == "bf16" and set(titles) == {"auto", "fp8"} and "needs torchao" in titles["fp8"]
+    assert fp8_gain(h200, model, PlanRequest(method="qlora", fp8_installed=True)) is None  # train.py refuses it
     assert fp8_gain(load_topology(machine="rtx4090-2"), model, PlanRequest()) is None  # nothing fits in bf16
-    assert for_method(PlanRequest(precision="fp8"), "lora").precision == "bf16"  # the rescue's switch to LoRA
-    assert for_method(PlanRequest(precision="fp8"), "full").precision == "fp8"
+    assert for_method(PlanRequest(precision="fp8"), "qlora").precision == "auto"  # the rescue's switch to QLoRA
+    assert for_method(PlanRequest(precision="fp8"), "lora").precision == "fp8"

@@ -48,7 +48,7 @@ def test_request_from_answers_single_and_multi_node():
     base = {"method": "lora", "seq_len": 2048, "micro_batch": None, "global_batch": 64, "num_machines": 1}
     r = q.request_from_answers(base)
     assert (r.method, r.seq_len, r.micro_batch, r.global_batch, r.num_machines) == ("lora", 2048, None, 64, 1)
-    assert r.precision == "bf16"  # unasked (LoRA, or a GPU without fp8): bf16
+    assert r.precision == "auto"  # unasked (QLoRA, or a GPU without fp8): the planner resolves it
     assert q.request_from_answers({**base, "method": "full", "precision": "fp8"}).precision == "fp8"
     multi = {**base, "num_machines": 2, "machine_rank": 1, "main_process_ip": "10.0.0.2", "fabric": "measured"}
     r = q.request_from_answers({**multi, "inter_node_gbps": 42.0})

@@ -34,6 +34,11 @@ def check_fp8(method: str) -> None:
             "--precision fp8 does not apply to --method qlora: QLoRA's base is 4-bit, so there is no bf16 Linear for "
             "float8 to take; use --method lora --precision fp8 (bf16 base, float8 GEMMs) or --precision bf16"
         )
+    if os.environ.get("ACCELERATE_USE_DEEPSPEED", "").lower() == "true":  # accelerate launch exports it for a DS config
+        raise UserError(
+            "--precision fp8 does not run under DeepSpeed: train.py's float8 path (torchao) is not built for DeepSpeed "
+            "engines; use a DDP or FSDP config (python -m generator plan --precision fp8) or --precision bf16"
+        )
     try:
         import torchao.float8  # noqa: F401
     except ImportError:

@@ -181,4 +181,19 @@ def fp8_needs_fp8_gpu(cfg: dict, ctx: CheckContext) -> list[Finding]:
     return [Finding("error", "precision", problem.replace("--precision fp8", "fp8") + ".", fix + ".", "fp8_gpu")]
 
 
-RULES = [gpu_ids_type, gpu_ids_count, gpu_ids_on_machine, cuda_device_order, single_process_types, fp8_needs_fp8_gpu]
+def fp8_not_on_deepspeed(cfg: dict, ctx: CheckContext) -> list[Finding]:
+    """train.py --precision fp8 under a DeepSpeed config: train.py refuses it (its torchao path is not built for
+    DeepSpeed engines)."""
+    if ctx.workload.precision != "fp8" or cfg.get("distributed_type") != "DEEPSPEED":
+        return []
+    problem = (
+        "train.py --precision fp8 refuses a DeepSpeed config: its float8 path (torchao) is not built for DeepSpeed."
+    )
+    fix = "plan a DDP or FSDP config for fp8 (python -m generator plan --precision fp8), or run in bf16."
+    return [Finding("error", "precision", problem, fix, "fp8_deepspeed")]
+
+
+RULES = [
+    gpu_ids_type, gpu_ids_count, gpu_ids_on_machine, cuda_device_order, single_process_types, fp8_needs_fp8_gpu,
+    fp8_not_on_deepspeed,
+]  # fmt: skip

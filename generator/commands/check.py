@@ -37,7 +37,7 @@ def register(subparsers, verb: str, help_text: str) -> argparse.ArgumentParser:
         "--precision",
         choices=("bf16", "fp8"),
         help="Precision train.py runs in for the memory and speed checks (default: the header's launch command, "
-        "else bf16); fp8 is predicted only (docs/fp8.md).",
+        "else bf16; docs/fp8.md).",
     )
     p.add_argument("--fix", action="store_true", help="Write a corrected config to --output.")
     p.add_argument("--output", help="Where --fix writes the corrected config.")
@@ -107,7 +107,7 @@ def assumed_line(ctx, args) -> str:
     return (
         f"assumed ({source}): {ctx.model.name}, method {w.method}, seq {w.seq_len}, micro-batch {w.micro_batch}, "
         f"checkpointing {'on' if w.grad_checkpointing else 'off'}, --script {w.script}"
-        + (" --precision fp8 (predicted only)" if w.precision == "fp8" else "")
+        + (" --precision fp8" if w.precision == "fp8" else "")
     )
 
 

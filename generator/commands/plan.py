@@ -49,10 +49,11 @@ def register(subparsers, verb: str, help_text: str) -> argparse.ArgumentParser:
     )
     w.add_argument(
         "--precision",
-        choices=("bf16", "fp8"),
-        default="bf16",
-        help="bf16 (default) or fp8: float8 Linear layers via torchao (train.py --precision fp8), Hopper/Ada/Blackwell "
-        "only; predicted, not measured yet (docs/fp8.md).",
+        choices=("auto", "bf16", "fp8"),
+        default="auto",
+        help="auto (default): fp8 (float8 Linear layers via torchao, train.py --precision fp8) where it was measured "
+        "to pay (DDP, full or LoRA, fp8 tensor cores, torchao installed, predicted faster), else bf16; bf16 opts out; "
+        "fp8 forces it (docs/fp8.md).",
     )
     w.add_argument("--optimizer", choices=("adamw", "adamw8bit"), default="adamw")
     w.add_argument("--lora-r", type=int, default=16, help="LoRA rank for --method lora/qlora (default 16).")
@@ -122,8 +123,13 @@ def run(args) -> int:
     topology = topology_from_args(args)
     require_known_memory(topology)
     model, request = load_model(args.model), request_from_args(args)
-    # Where the job runs is where `plan` runs (its topology is this machine's): Liger is a choice only if importable.
-    request = replace(request, liger_installed=importlib.util.find_spec("liger_kernel") is not None)
+    # Where the job runs is where `plan` runs (its topology is this machine's): Liger and fp8 (torchao) are choices
+    # only if importable.
+    request = replace(
+        request,
+        liger_installed=importlib.util.find_spec("liger_kernel") is not None,
+        fp8_installed=importlib.util.find_spec("torchao") is not None,
+    )
     if args.trial:
         return trial.run_trial(args, topology, model, request, bandwidth, args.output or DEFAULT_CONFIG)
     engines = trial.calibrated(args, default_engines())

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from generator import __version__
 from generator.catalog import strategies as catalog
+from generator.plan.precision import MEASURED, unmeasured
 from generator.plan.types import Plan
 
 WIDTH = 116  # plus "# " stays inside the project's 120 columns
@@ -57,7 +58,7 @@ def header_lines(
         f"step, MFU {e.mfu * 100:.1f}%.",
     ]
     if w.precision == "fp8":
-        lines.append(FP8_LINE)
+        lines.append(fp8_line(plan))
     if not e.fits:
         lines.append("WARNING: predicted NOT to fit in GPU memory; written only because this strategy was forced.")
     if catalog.strategy(plan.strategy).hybrid:
@@ -99,12 +100,18 @@ def header_lines(
     return out + ["Launch (from the directory the config path is relative to):", "  " + clean(command)]
 
 
-FP8_LINE = (
-    "Precision: fp8, PREDICTED, NOT MEASURED: train.py --precision fp8 converts the decoder's Linear layers to torchao "
-    "float8 (tensorwise) and compiles each decoder layer; mixed_precision stays bf16 here because accelerate's own fp8 "
-    "path does not compile them (docs/fp8.md). Every number above and below assumes fp8 and is a prediction."
-)
-"""Header line of an fp8 plan; `check` reads the precision back from the launch command's --precision."""
+def fp8_line(plan: Plan) -> str:
+    """Header line of an fp8 plan: measured or predicted, as plan.precision says of this configuration. `check` reads
+    the precision back from the launch command's --precision."""
+    why_not = unmeasured(plan.gpu_name, plan.strategy, plan.num_processes)
+    label = f"PREDICTED, NOT MEASURED here ({why_not})" if why_not else MEASURED
+    return (
+        f"Precision: fp8, {label}: train.py --precision fp8 converts the decoder's Linear layers to torchao float8 "
+        "(tensorwise) and compiles each decoder layer (tens of seconds at the start, not in tokens/s); "
+        "mixed_precision stays bf16 here because accelerate's own fp8 path does not compile them (docs/fp8.md). "
+        "The numbers above are the estimator's predictions for fp8; --precision bf16 opts out."
+    )
+
 
 SCRIPT_PREFIX = "Script assumed: "
 """Starts the header line naming the --script; `check` reads the value back from it."""

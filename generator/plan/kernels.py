@@ -19,9 +19,9 @@ def kernel_options(request: PlanRequest) -> list[tuple[str, bool]]:
 
 
 def kernel_rank(row: Row) -> int:
-    """Tie-break among kernels the estimator cannot tell apart: the fewest extras (SDPA, no Liger) first."""
+    """Tie-break among kernels the estimator cannot tell apart: the fewest extras (SDPA, no Liger, bf16) first."""
     w = row.option.workload
-    return (w.attention != "sdpa") + int(w.liger)
+    return (w.attention != "sdpa") + int(w.liger) + (w.precision == "fp8")
 
 
 def _same_but(row: Row, rows: list[Row], **changes) -> Row | None:
@@ -31,7 +31,7 @@ def _same_but(row: Row, rows: list[Row], **changes) -> Row | None:
         rw = r.option.workload
         same = r.estimate.strategy == row.estimate.strategy and r.option.choice == o.choice
         same = same and r.option.batch == o.batch
-        kept = all(getattr(rw, k) == getattr(w, k) for k in ("attention", "liger") if k not in changes)
+        kept = all(getattr(rw, k) == getattr(w, k) for k in ("attention", "liger", "precision") if k not in changes)
         if same and kept and all(getattr(rw, k) == v for k, v in changes.items()):
             return r
     return None

@@ -7,10 +7,11 @@ enumerates and chooses. The rules, in order:
    within GPU_COUNT_TOLERANCE of the best over all counts. Extra GPUs that buy less than that stay free for others.
 3. Among the chosen count, the highest predicted throughput wins. Options within TIE_TOLERANCE of it (below the
    estimator's accuracy) are broken first by strategy (tie_rank: DDP, then FSDP2, then DeepSpeed, then the one that
-   needs less memory), then for that strategy by checkpointing off, the fewest extra kernels (SDPA, no Liger) and
+   needs less memory), then for that strategy by checkpointing off, the fewest extras (SDPA, no Liger, bf16) and
    the largest micro-batch (powers of two up to 8) that fits.
 Attention kernel (sdpa / flex) and Liger are options like micro-batch: every pair the request leaves open is
-estimated (generator.plan.kernels), Liger only where it is importable.
+estimated (generator.plan.kernels), Liger only where it is importable. So is precision under --precision auto: fp8 rows
+beside bf16 ones where generator.plan.precision lets auto take fp8 (DDP only), fp8 counting as one more extra on a tie.
 """
 
 from __future__ import annotations
@@ -32,7 +33,13 @@ from generator.plan.engines import Engines, default_engines
 from generator.plan.fabrics import inter_node_gbps
 from generator.plan.kernels import kernel_options, kernel_reasons, liger_gain_reason
 from generator.plan.policy import GPU_COUNT_TOLERANCE, allowed_strategies, pick
-from generator.plan.precision import fp8_lever, precision_reasons, require_fp8_gpu
+from generator.plan.precision import (
+    fp8_lever,
+    precision_options,
+    precision_reasons,
+    require_fp8_runnable,
+    strategy_refusal,
+)
 from generator.plan.request_check import check_request
 from generator.plan.rows import Option, Row
 from generator.plan.types import Plan, PlanRequest
@@ -56,7 +63,7 @@ def make_plan(
     options, split_problems = evaluate(topology, model, request, choices, inter, engines)
     if not options:
         raise UserError(split_problems[-1])
-    require_fp8_gpu(request, options[0].placement.gpu_name)
+    require_fp8_runnable(request, options[0].placement.gpu_name)
     split_note = _batch_split_note(request, choices, options)
     rows = [Row(o, e) for o in options for e in o.estimates if e.strategy in allowed_strategies(request)]
     fitting = [r for r in rows if r.estimate.fits]
@@ -72,9 +79,16 @@ def make_plan(
         raise UserError(f"--strategy {request.strategy} cannot run here: {why}; use --strategy auto")
     else:
         more = _all_free(topology, request, engines, bandwidth, inter)
-        raise UserError(advice.nothing_fits(model, request, options, rows, engines, more_gpus=more))
-    why = reasons.explain(request, chosen, fitting, rows, inter_reason, GPU_COUNT_TOLERANCE)
-    why += kernel_reasons(request, chosen, rows) + _liger_gain(model, request, chosen, engines)
+        base = options[0].workload.precision  # under auto: bf16, the precision every option was estimated in
+        lean = (
+            [o for o in options if o.workload.precision == base],
+            [r for r in rows if r.option.workload.precision == base],
+        )
+        raise UserError(advice.nothing_fits(model, request, *lean, engines, more_gpus=more))
+    # The reasons compare the choice with rows in its own precision; the precision line compares across.
+    same = _in_precision(rows, chosen)
+    why = reasons.explain(request, chosen, _in_precision(fitting, chosen), same, inter_reason, GPU_COUNT_TOLERANCE)
+    why += kernel_reasons(request, chosen, same) + _liger_gain(model, request, chosen, engines)
     why += precision_reasons(model, request, chosen, engines)
     if request.strategy != "auto":
         auto = allowed_strategies(replace(request, strategy="auto"))
@@ -85,6 +99,10 @@ def make_plan(
     )
     plan = build_plan(topology, model, request, chosen, forced, why, warnings)
     return replace(plan, levers=tuple(fp8_lever(model, request, chosen, engines)))
+
+
+def _in_precision(rows: list[Row], chosen: Row) -> list[Row]:
+    return [r for r in rows if r.option.workload.precision == chosen.option.workload.precision]
 
 
 def _liger_gain(model: ModelSpec, request: PlanRequest, chosen: Row, engines: Engines) -> list[str]:
@@ -131,7 +149,10 @@ def ranked_candidates(
     for row in sorted(fitting, key=lambda r: -r.total_tps):
         if len(plans) >= top:
             break
-        why = reasons.explain(request, row, fitting, rows, inter_reason, GPU_COUNT_TOLERANCE)
+        why = reasons.explain(
+            request, row, _in_precision(fitting, row), _in_precision(rows, row), inter_reason, GPU_COUNT_TOLERANCE
+        )
+        why += precision_reasons(model, request, row, engines)
         warnings = plan_warnings(topology, model, request, row, False, inter_warning)
         candidate = build_plan(topology, model, request, row, False, why, warnings)
         if all(plan_key(candidate) != plan_key(p) for p in plans):
@@ -185,7 +206,8 @@ def evaluate(topology, model, request, choices, inter, engines: Engines) -> tupl
         batches, why = batch_options(request, placement.num_gpus)
         if why:
             problems.append(why)
-        for batch, (attention, liger) in product(batches, kernel_options(request)):
+        precisions = precision_options(request, placement.gpu_name)
+        for batch, (attention, liger), precision in product(batches, kernel_options(request), precisions):
             workload = Workload(
                 method=request.method,
                 seq_len=request.seq_len,
@@ -199,10 +221,13 @@ def evaluate(topology, model, request, choices, inter, engines: Engines) -> tupl
                 attention=attention,
                 doc_tokens=request.doc_tokens,
                 script=request.script,
-                precision=request.precision,
+                precision=precision,
                 grad_as_bucket_view=script_facts(request.script).grad_as_bucket_view,
             )
-            skip = [(s, engines.applicable(s, workload, placement)) for s in STRATEGIES]
+            skip = [
+                (s, engines.applicable(s, workload, placement) or strategy_refusal(request, precision, s))
+                for s in STRATEGIES
+            ]
             runnable = tuple(s for s, why_not in skip if why_not is None)
             estimates = engines.estimate_all(model, workload, placement, strategies=runnable, headroom=request.headroom)
             not_applicable = tuple((s, w) for s, w in skip if w is not None)

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from generator.errors import UserError, require_at_least_one
-from generator.estimate.precision import PRECISIONS
 from generator.estimate.scripts import SCRIPTS
 from generator.estimate.types import LOAD_DTYPES, METHODS, STRATEGIES
 from generator.plan.fabrics import FABRICS
+from generator.plan.precision import PRECISION_CHOICES, request_problem
 from generator.plan.types import PlanRequest
 
 
@@ -19,7 +19,9 @@ def check_request(request: PlanRequest) -> None:
     _one_of("--optimizer", r.optimizer, ("adamw", "adamw8bit"))
     _one_of("--attention", r.attention, ("auto", "sdpa", "flex"))
     _one_of("--script", r.script, SCRIPTS)
-    _one_of("--precision", r.precision, PRECISIONS)
+    _one_of("--precision", r.precision, PRECISION_CHOICES)
+    if request_problem(r):
+        raise UserError(request_problem(r))
     if r.fabric is not None:
         _one_of("--fabric", r.fabric, tuple(FABRICS))
     for flag, value in (

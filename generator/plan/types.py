@@ -50,8 +50,11 @@ class PlanRequest:
     fabric: str | None = None
     """Named inter-node fabric (generator.plan.fabrics.FABRICS) whose predicted bandwidth is used when no number is
     given."""
-    precision: str = "bf16"
-    """bf16 | fp8 (float8 Linears via torchao, train.py --precision fp8; predicted, never chosen unless asked)."""
+    precision: str = "auto"
+    """auto | bf16 | fp8 (float8 Linears via torchao, train.py --precision fp8). auto: fp8 where it was measured to pay
+    (generator.plan.precision: DDP, full or LoRA, fp8 tensor cores, torchao importable, predicted faster), else bf16."""
+    fp8_installed: bool = False
+    """torchao is importable where the job runs (the CLI checks with importlib.util.find_spec, as for Liger)."""
     # -- the training script (issue 18) --
     script: str = "train.py"
     """The script the YAML is launched with (estimate.scripts.SCRIPTS); load_dtype should be its default unless the
@@ -86,8 +89,8 @@ class Plan:
     """True when the user forced a strategy that does not fit: written only with --force, and the header says so."""
     warnings: tuple[str, ...] = field(default_factory=tuple)
     levers: tuple[str, ...] = ()
-    """Predicted gains the plan did not take (fp8 while it is unmeasured): printed with the reasons, not written in
-    the config header, so a default plan's config stays as it was."""
+    """Gains the plan did not take (fp8 where --precision auto kept bf16, and why): printed with the reasons, not
+    written in the config header, so a bf16 plan's config stays as it was."""
     usable_memory: str = ""
     """Why the usable budget (estimate.capacity_gb) is less than the card: headroom, CUDA context, NCCL buffers."""
 

@@ -37,7 +37,7 @@ def request_from_args(args: argparse.Namespace) -> PlanRequest:
         inter_node_gbps=args.inter_node_gbps,
         fabric=args.fabric,
         script=getattr(args, "script", None) or "train.py",
-        precision=getattr(args, "precision", None) or "bf16",
+        precision=getattr(args, "precision", None) or "auto",
     )
 
 

@@ -46,7 +46,7 @@ WIZARD_WORDS: tuple[tuple[str, str], ...] = (
     (r"--strategy (\S+)", r"strategy \1"),
     (r"--attention (\S+)", r"attention \1"),
     (r"--load-dtype (\S+)", r"loading the weights in \1"),
-    (r"--precision (\S+)", r"precision \1 (the 'Precision?' question, asked for a full fine-tune)"),
+    (r"--precision (\S+)", r"precision \1 (the 'Precision?' question, asked for full and LoRA on fp8 GPUs)"),
     (r"--fabric (\S+)", r"network \1"),
     (r"--inter-node-gbps", "the measured bandwidth between machines"),
     # Whatever is left (a flag added later): its name in words, never a flag the wizard cannot take.

@@ -1,72 +1,99 @@
 """The wizard's precision question (issue 20): bf16 or fp8, asked once the machine and the model are loaded, because
-whether fp8 is offered depends on the GPU and its label carries the predicted gain of this very configuration.
+whether fp8 is offered depends on the GPU and each choice's label carries the predicted tokens/s of this very job.
 
-Asked only for a full fine-tune (train.py refuses fp8 with LoRA/QLoRA) on a GPU whose tensor cores run fp8, and only
+Asked for a full or LoRA fine-tune (train.py refuses fp8 with QLoRA) on a GPU whose tensor cores run fp8, and only
 when the bf16 plan exists to compare with (when nothing fits, the rescue comes first and fp8 would not make it fit).
-Elsewhere it is skipped: the plan's lever line says why fp8 is not offered."""
+Its default is what `plan --precision auto` resolves to (generator.plan.precision). Elsewhere it is skipped: the plan
+then runs under auto, and its lever line says why fp8 is not taken."""
 
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import dataclass, replace
 
 from generator.errors import UserError
 from generator.estimate.precision import fp8_supported
+from generator.plan.precision import FP8_METHODS, unmeasured
 from generator.plan.types import Plan, PlanRequest
 from generator.wizard.runner import Answers, QuestionSpec
 
 
 @dataclass(frozen=True)
 class Fp8Gain:
-    """What choosing fp8 is predicted to change, as the two plans the wizard would write show it."""
+    """What each precision is predicted to give, as the plans the wizard would write show it."""
 
     bf16_tokens_per_s: float
     """Predicted tokens/s of the whole job (all GPUs) of the bf16 plan."""
     fp8_tokens_per_s: float | None
     """The same for the fp8 plan; None when nothing fits in fp8 as asked."""
+    default: str = "bf16"
+    """What --precision auto resolves to for this request: the question's default."""
+    unmeasured: str | None = None
+    """Why the fp8 plan is predicted only (None: DDP on one H200, the measured kind)."""
+    installed: bool = True
+    """torchao is importable here (train.py --precision fp8 needs it)."""
 
 
 def _job_tokens_per_s(plan: Plan) -> float:
     return plan.estimate.tokens_per_s_per_gpu * plan.num_processes
 
 
+def precision_fields() -> dict:
+    """PlanRequest fields the wizard leaves to auto: whether torchao is importable where the job runs (as `plan`)."""
+    return {"fp8_installed": importlib.util.find_spec("torchao") is not None}
+
+
 def fp8_gain(topology, model, request: PlanRequest) -> Fp8Gain | None:
-    """The predicted gain of fp8 over bf16 for this request, or None when fp8 is not to be offered (not a full
-    fine-tune, no fp8 tensor cores, or no bf16 plan to compare with)."""
+    """Both precisions' predicted tokens/s and auto's choice for this request, or None when the question is not to
+    be asked (QLoRA, no fp8 tensor cores, or no bf16 plan to compare with). Each number is that of the plan the
+    choice writes: auto's plan for the precision auto resolves to, the forced precision's plan for the other."""
     from generator.plan.planner import make_plan
 
-    if request.method != "full":
+    if request.method not in FP8_METHODS:
         return None
     try:
-        bf16 = make_plan(topology, model, replace(request, precision="bf16"))
+        auto = make_plan(topology, model, replace(request, precision="auto"))
     except UserError:
         return None
-    if not fp8_supported(bf16.gpu_name):
+    if not fp8_supported(auto.gpu_name):
         return None
+    default = auto.workload.precision
     try:
-        fp8 = _job_tokens_per_s(make_plan(topology, model, replace(request, precision="fp8")))
+        other = make_plan(topology, model, replace(request, precision="fp8" if default == "bf16" else "bf16"))
     except UserError:
-        fp8 = None
-    return Fp8Gain(_job_tokens_per_s(bf16), fp8)
+        other = None
+    bf16, fp8 = (auto, other) if default == "bf16" else (other, auto)
+    return Fp8Gain(
+        _job_tokens_per_s(bf16),
+        _job_tokens_per_s(fp8) if fp8 else None,
+        default=default,
+        unmeasured=unmeasured(fp8.gpu_name, fp8.strategy, fp8.num_processes) if fp8 else None,
+        installed=request.fp8_installed,
+    )
 
 
 def precision_choices(answers: Answers) -> list[tuple[str, str]]:
+    """(title, value): the recommended one (auto's resolution) answers "auto", so the plan written is auto's."""
     gain: Fp8Gain = answers["_gain"]
+    bf16 = f"bf16: predicted {gain.bf16_tokens_per_s:,.0f} tokens/s"
     if gain.fp8_tokens_per_s is None:
-        predicted = "predicted not to fit as asked"
+        fp8 = "fp8 (torchao float8 Linears): predicted not to fit as asked"
     else:
         ratio = gain.fp8_tokens_per_s / gain.bf16_tokens_per_s
-        both = f"{gain.fp8_tokens_per_s:,.0f} vs {gain.bf16_tokens_per_s:,.0f}"
-        predicted = f"predicted {ratio - 1:+.0%} tokens/s ({both})"
+        fp8 = f"fp8 (torchao float8 Linears): predicted {gain.fp8_tokens_per_s:,.0f} tokens/s ({ratio - 1:+.0%})"
+        fp8 += f"; predicted, not measured: {gain.unmeasured}" if gain.unmeasured else "; measured faster on one H200"
+    if not gain.installed:
+        fp8 += "; needs torchao (pip install 'dist-config-generator[fp8]')"
     return [
-        ("bf16 (the default)", "bf16"),
-        (f"fp8 (torchao float8 Linears): {predicted}; predicted, not measured", "fp8"),
+        (title + " (recommended)", "auto") if value == gain.default else (title, value)
+        for title, value in ((bf16, "bf16"), (fp8, "fp8"))
     ]
 
 
-PRECISION = QuestionSpec("precision", "select", "Precision?", precision_choices, default="bf16")
+PRECISION = QuestionSpec("precision", "select", "Precision?", precision_choices, default=lambda a: a["_gain"].default)
 
 
 def for_method(request: PlanRequest, method: str) -> PlanRequest:
-    """`request` switched to `method`, back in bf16 when the new method is not a full fine-tune (train.py refuses
-    fp8 with LoRA/QLoRA)."""
-    return replace(request, method=method, precision=request.precision if method == "full" else "bf16")
+    """`request` switched to `method`; under QLoRA (train.py refuses fp8) the precision goes back to auto, which
+    resolves to bf16 and says why."""
+    return replace(request, method=method, precision=request.precision if method in FP8_METHODS else "auto")

@@ -8,6 +8,7 @@ from dataclasses import replace
 
 from generator.plan.fabrics import FABRICS
 from generator.plan.types import PlanRequest
+from generator.wizard.precision import precision_fields
 from generator.wizard.runner import Answers, QuestionSpec
 from generator.wizard.validators import (
     auto_or_positive_int,
@@ -193,7 +194,8 @@ def request_from_answers(a: Answers) -> PlanRequest:
         fabric=a.get("fabric") if multi and a.get("fabric") != "measured" else None,
         inter_node_gbps=a.get("inter_node_gbps") if multi else None,
         script=a.get("script", "train.py"),
-        precision=a.get("precision", "bf16"),
+        precision=a.get("precision", "auto"),
+        **precision_fields(),
     )
 
 
