@@ -119,6 +119,35 @@ def comparisons(data: dict) -> list[Comparison]:
     return [compare(cells[f]["method"], b, f, cells[b]["measured"], cells[f]["measured"]) for b, f in pairs(cells)]
 
 
+SECOND_BF16 = "-seed1"
+"""Key tag of a second bf16 run from another seed (init and data order): the yardstick for the fp8 gaps."""
+
+
+def yardsticks(data: dict) -> list[tuple[Comparison, Comparison]]:
+    """(fp8 against bf16, bf16 seed 1 against bf16) per method, where the file holds the second bf16 run."""
+    cells = data.get("cells") or {}
+    out = []
+    for c in comparisons(data):
+        base, steps = c.bf16_key.rsplit("-n", 1)
+        other = f"{base}{SECOND_BF16}-n{steps}"
+        if _ran(cells.get(other)):
+            out.append(
+                (c, compare(c.method, c.bf16_key, other, cells[c.bf16_key]["measured"], cells[other]["measured"]))
+            )
+    return out
+
+
+def yardstick_table(pairs_: list[tuple[Comparison, Comparison]]) -> tuple[list[str], list[list[str]]]:
+    """(head, rows): per method and window, fp8's largest MA20 gap beside the second bf16 run's, and the tolerance."""
+    head = ["method", "steps", "fp8 - bf16", "bf16 seed 1 - bf16", "tolerance (bf16 noise)", "bf16 seed 1 within it"]
+    rows = [
+        [f.method, f"{w.first}-{w.last}", f"{w.gap:+.3f}", f"{y.gap:+.3f}", f"{w.noise:.3f}", "yes" if y.ok else "no"]
+        for f, b in pairs_
+        for w, y in zip(f.windows, b.windows, strict=True)
+    ]
+    return head, rows
+
+
 def criteria() -> list[str]:
     """The tolerance and its why, as markdown bullets; the numbers come from the constants above."""
     spans = ", ".join(f"{a}-{z}" for a, z in WINDOWS)

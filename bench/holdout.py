@@ -30,7 +30,7 @@ FP8_FIT_KEYS = frozenset(
     }
 )
 # ... and every other row of those files is held out: fp8 at another length and document mix, fp8 LoRA, the bf16 rows
-# beside them, the bf16 full fine-tune with its layers compiled, and the four 200-step curve rows (micro-batch 1).
+# beside them, the bf16 full fine-tune with its layers compiled, and the six 200-step curve rows (micro-batch 1).
 FP8_VALIDATION_KEYS = frozenset(
     {
         "train.py-g1-ddp-full-s8192-mb4-ckpton-flex-fill-liger-fp8",
@@ -43,6 +43,8 @@ FP8_VALIDATION_KEYS = frozenset(
         "train.py-g1-ddp-full-s2048-mb1-ckptoff-flex-short-liger-n200",
         "train.py-g1-ddp-lora-s2048-mb1-ckptoff-flex-short-liger-fp8-n200",
         "train.py-g1-ddp-lora-s2048-mb1-ckptoff-flex-short-liger-n200",
+        "train.py-g1-ddp-full-s2048-mb1-ckptoff-flex-short-liger-seed1-n200",
+        "train.py-g1-ddp-lora-s2048-mb1-ckptoff-flex-short-liger-seed1-n200",
     }
 )
 

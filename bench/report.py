@@ -128,6 +128,16 @@ def fp8_curves_section(files: dict[str, dict]) -> tuple[list[str], list]:
         ]
         md += _table(*fp8_curves.table(comps))
         md += ["", *map(fp8_curves.reading, comps), ""]
+        yard = fp8_curves.yardsticks(data)
+        if yard:
+            md += [
+                "The same windows on two bf16 runs, the second from seed 1 (another init and data order: "
+                + ", ".join(f"`{b.fp8_key}`" for _, b in yard)
+                + "): how far bf16 drifts from itself, next to fp8's gap.",
+                "",
+                *_table(*fp8_curves.yardstick_table(yard)),
+                "",
+            ]
         panels += [
             (
                 f"{c.method} ({name})",
@@ -144,7 +154,8 @@ def fp8_curves_section(files: dict[str, dict]) -> tuple[list[str], list]:
     tail = [
         "Both precisions memorise the synthetic data (1000 templated examples of ~54 tokens: 200 steps of 2048 tokens "
         "pass over them 7 to 8 times), so the later windows measure how fast each run memorises, not how well it "
-        "generalises; each verdict rests on one run per precision. "
+        "generalises; each verdict rests on one fp8 run, and the second bf16 run is the only measure of run-to-run "
+        "drift. "
         "Computed by `python bench/fp8_curves.py` (`--json` for the numbers).",
     ]
     return [*head, *fp8_curves.criteria(), "", *md, *tail], panels

@@ -102,3 +102,23 @@ def test_report_section_comes_from_the_results_files_and_is_absent_without_them(
     assert "| lora | 121-200 | largest MA20 gap fp8 - bf16 vs bf16 noise | +0.042 (step 121) | 0.022 | FAIL |" in text
     assert [sorted(runs) for _, runs in panels] == [["bf16", "fp8"], ["bf16", "fp8"]]
     assert report.fp8_curves_section({"x.json": {"cells": {}}}) == ([], [])
+
+
+def test_the_second_bf16_run_is_the_yardstick_for_the_fp8_gaps():
+    """The committed seed-1 bf16 runs: full fp8's early gap is four times bf16's own drift there, LoRA's last-window gap
+    one and a half times; in the memorisation tail even two bf16 runs part by about the tolerance."""
+    yard = {f.method: (f, b) for f, b in fp8_curves.yardsticks(json.loads(RESULTS.read_text()))}
+    assert set(yard) == {"full", "lora"}
+    (f_full, b_full), (f_lora, b_lora) = yard["full"], yard["lora"]
+    assert b_full.fp8_key.endswith("-seed1-n200") and b_full.bf16_key == f_full.bf16_key
+    assert abs(f_full.windows[0].gap) > 4 * abs(b_full.windows[0].gap)
+    assert 1.4 < abs(f_lora.windows[-1].gap) / abs(b_lora.windows[-1].gap) < 1.6
+    assert not b_lora.windows[-1].ok  # bf16 against bf16 misses the same window fp8 misses
+    head, rows = fp8_curves.yardstick_table(list(yard.values()))
+    assert len(rows) == 2 * len(fp8_curves.WINDOWS) and len(head) == len(rows[0])
+
+
+def test_no_yardstick_without_a_second_bf16_run():
+    data = json.loads(RESULTS.read_text())
+    data["cells"] = {k: c for k, c in data["cells"].items() if "-seed1" not in k}
+    assert fp8_curves.yardsticks(data) == []

@@ -39,7 +39,7 @@ class Workload:
     precision: str = "bf16"
     """bf16 | fp8: float8 Linear layers via torchao (train.py --precision fp8; estimate.precision)."""
     compiled_layers: bool = False
-    """Each decoder layer under torch.compile (train.py --compile-layers); fp8 always compiles them (layers_compiled)."""
+    """Each decoder layer under torch.compile (train.py --compile-layers); fp8 always does (layers_compiled)."""
     lora_r: int = 16
     liger: bool = False
     """Liger fused kernels (fused linear cross-entropy: no full logits tensor)."""
