@@ -172,11 +172,12 @@ CELLS: tuple[Cell, ...] = (
     _c("train.py", "ddp", "full", 2048, 4, True, "sdpa", "fill"),
     _c("train.py", "ddp", "lora", 4096, 1, True, "sdpa", "fill"),
     _c("train.py", "ddp", "full", 4096, 1, True, "flex", "short"),
+    # Float8 against bf16 on one GPU (issue 20).
+    *_fp8_cells(),
     # Two GPUs (issue 21, run 5): the scripts' validation rows, then train.py beside them as the reference.
     *_two_gpu_cells("custom"),
     *_two_gpu_cells("trainer"),
     *_two_gpu_cells("train.py"),
-    *_fp8_cells(),
 )
 
 

@@ -45,9 +45,10 @@ def test_two_gpu_cells_are_listed_after_the_single_gpu_ones():
     first_two = every.index(TWO_GPU[0].key)
     assert all("-g1-" in k for k in every[:first_two]) and all("-g2-" in k for k in every[first_two:])
     assert _listed("*-g2-*") == every[first_two:]  # what ONLY='*-g2-*' bash bench/gpu_sweep.sh runs
-    # the single-GPU keys the committed results file is keyed by are unchanged
-    committed = json.loads((ROOT / "bench/results/h200-x1-sweep-2026-12-01.json").read_text())["cells"]
-    assert set(committed) <= set(every)
+    # the single-GPU keys the committed results files are keyed by are unchanged
+    for name in ("h200-x1-sweep-2026-12-01", "h200-x1-fp8-2026-12-01", "h200-x1-fp8-2026-12-01-rerun"):
+        committed = json.loads((ROOT / f"bench/results/{name}.json").read_text())["cells"]
+        assert set(committed) <= set(every), name
 
 
 def _flag(cmd: list[str], name: str) -> str:
