@@ -4,7 +4,6 @@ with --output write the Accelerate config (never over an existing file without -
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 from dataclasses import replace
 
@@ -117,19 +116,14 @@ def run(args) -> int:
     from generator.plan.engines import default_engines
     from generator.plan.planner import make_plan
     from generator.topology import require_known_memory, topology_from_args
+    from generator.ui.installed import installed_fields
     from generator.ui.plan_view import plan_to_dict, print_plan
     from generator.ui.request import request_from_args
 
     topology = topology_from_args(args)
     require_known_memory(topology)
     model, request = load_model(args.model), request_from_args(args)
-    # Where the job runs is where `plan` runs (its topology is this machine's): Liger and fp8 (torchao) are choices
-    # only if importable.
-    request = replace(
-        request,
-        liger_installed=importlib.util.find_spec("liger_kernel") is not None,
-        fp8_installed=importlib.util.find_spec("torchao") is not None,
-    )
+    request = replace(request, **installed_fields())
     if args.trial:
         return trial.run_trial(args, topology, model, request, bandwidth, args.output or DEFAULT_CONFIG)
     engines = trial.calibrated(args, default_engines())

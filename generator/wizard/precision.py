@@ -8,13 +8,13 @@ then runs under auto, and its lever line says why fp8 is not taken."""
 
 from __future__ import annotations
 
-import importlib.util
 from dataclasses import dataclass, replace
 
 from generator.errors import UserError
 from generator.estimate.precision import fp8_supported
 from generator.plan.precision import FP8_METHODS, unmeasured
 from generator.plan.types import Plan, PlanRequest
+from generator.ui.installed import installed_fields
 from generator.wizard.runner import Answers, QuestionSpec
 
 
@@ -40,7 +40,7 @@ def _job_tokens_per_s(plan: Plan) -> float:
 
 def precision_fields() -> dict:
     """PlanRequest fields the wizard leaves to auto: whether torchao is importable where the job runs (as `plan`)."""
-    return {"fp8_installed": importlib.util.find_spec("torchao") is not None}
+    return {"fp8_installed": installed_fields()["fp8_installed"]}
 
 
 def fp8_gain(topology, model, request: PlanRequest) -> Fp8Gain | None:

@@ -3,11 +3,11 @@ the topology detected on this machine (or None), `_machines` the bundled referen
 
 from __future__ import annotations
 
-import importlib.util
 from dataclasses import replace
 
 from generator.plan.fabrics import FABRICS
 from generator.plan.types import PlanRequest
+from generator.ui.installed import installed_fields
 from generator.wizard.precision import precision_fields
 from generator.wizard.runner import Answers, QuestionSpec
 from generator.wizard.validators import (
@@ -170,8 +170,7 @@ QUESTIONS: tuple[QuestionSpec, ...] = (
 def kernel_fields(kernels: str) -> dict:
     """PlanRequest fields of the kernels answer: auto leaves attention and Liger to the planner, as `plan` does."""
     if kernels == "auto":
-        installed = importlib.util.find_spec("liger_kernel") is not None
-        return {"attention": "auto", "liger": None, "liger_installed": installed}
+        return {"attention": "auto", "liger": None, "liger_installed": installed_fields()["liger_installed"]}
     return {"attention": "flex" if "flex" in kernels else "sdpa", "liger": "liger" in kernels}
 
 
