@@ -1,5 +1,7 @@
 """`python -m generator probe`: measure all-reduce / all-gather / reduce-scatter bus bandwidth of the GPU subsets that
-matter and write a bandwidth file `plan --bandwidth-file` reads. torch is imported only once measuring starts."""
+matter and write a bandwidth file `plan --bandwidth-file` reads; `probe --compute` measures one GPU's operator rates
+(GEMMs, float8 casts, grouped GEMMs, attention, HBM) into a compute file `plan --compute-file` reads. torch is
+imported only once measuring starts."""
 
 from __future__ import annotations
 
@@ -15,6 +17,12 @@ FULL_SIZES, QUICK_SIZES = "1M,16M,256M,1G", "16M,256M"
 
 def register(subparsers, verb: str, help_text: str) -> argparse.ArgumentParser:
     p = subparsers.add_parser(verb, help=help_text, description=help_text)
+    p.add_argument(
+        "--compute",
+        action="store_true",
+        help="Measure this GPU's operator rates (about 80 s on an H200; --quick ~30 s) instead of links.",
+    )
+    p.add_argument("--model", help="With --compute: also measure this model's exact shapes (preset, hub id, dir).")
     p.add_argument("--gpus", help="Comma list of GPU ids (PCI order) to probe; default all (CPU: 0,1).")
     p.add_argument("--quick", action="store_true", help="Few sizes, few repeats, few subsets (<30 s on 8 GPUs).")
     p.add_argument("--sizes", help=f"Message sizes (default {FULL_SIZES}; --quick {QUICK_SIZES}).")
@@ -86,7 +94,44 @@ def _env_info(device: str, backend: str) -> dict:
     return env
 
 
+def _run_compute(args) -> int:
+    """probe --compute: one GPU (cuda:0, or CUDA_VISIBLE_DEVICES' first), or tiny sizes on the CPU."""
+    import json
+
+    from rich.console import Console
+
+    from generator.fileio import atomic_write, check_writable
+
+    if args.output:
+        check_writable(args.output, args.force)
+    model = None
+    if args.model:
+        from generator.model import load_model
+
+        model = load_model(args.model)
+    if args.device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise UserError("no CUDA GPU visible to torch; use --device cpu to exercise the compute probe")
+    from generator.probe.compute import measure
+    from generator.probe.compute_report import print_summary
+
+    console = Console(stderr=True)
+    doc = measure(args.device, model, args.quick, on_section=lambda name: console.print(f"measuring {name} ..."))
+    out = Console()
+    print_summary(out, doc)
+    if args.output:
+        written = atomic_write(args.output, json.dumps(doc, indent=1) + "\n", force=args.force)
+        out.print(f"wrote {written} (measured; use: python -m generator plan --compute-file {written})")
+    return 0
+
+
 def run(args) -> int:
+    if args.compute:
+        return _run_compute(args)
+    if args.model:
+        raise UserError("--model goes with --compute (the link probe measures no model)")
     from rich.console import Console
     from rich.progress import Progress
 

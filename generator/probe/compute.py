@@ -1,0 +1,171 @@
+"""`probe --compute`: measure this GPU's operator rates (GEMMs by shape and dtype, float8 casts, MoE grouped GEMMs,
+attention by kernel path, HBM bandwidth) and return the compute-file document `plan --compute-file` reads.
+
+Sections run in order under their own time boxes (about 80 s in all on an H200; --quick about 30 s); whatever a box
+cuts is listed under "skipped". Document (version 1; units in each key's name or in "units"):
+
+{"version": 1, "kind": "compute", "gpu": str, "device": "cuda" | "cpu", "measured": true, "env": {...},
+ "method": {...}, "units": {...}, "model": str | null,
+ "gemm": {"bf16": [{m, k, n, op, ms, tflops}], "fp8": [...]},
+ "fp8_cast": [{kind, mode, rows, cols, ms, ns_per_elem, gbps_3_bytes_per_elem}],
+ "grouped_gemm": [{impl, op, experts, top_k, tokens, k, n, ms, tflops}],
+ "attention": [{path, heads, kv_heads, head_dim, seq, mb, doc, keys_per_query, fwd_ms, fwdbwd_ms, fwd_tflops,
+                fwdbwd_tflops}],
+ "hbm": [{op, bytes, ms, gbps}], "skipped": [str]}
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from generator.model.types import ModelSpec
+from generator.probe import compute_grid as grid
+
+VERSION = 1
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Seconds per section."""
+
+    gemm_bf16: float
+    gemm_fp8: float
+    cast: float
+    grouped: float
+    attention: float
+    flex: float
+
+
+FULL = Budget(gemm_bf16=24.0, gemm_fp8=16.0, cast=8.0, grouped=8.0, attention=12.0, flex=14.0)
+QUICK = Budget(gemm_bf16=8.0, gemm_fp8=6.0, cast=3.0, grouped=3.0, attention=5.0, flex=0.0)
+
+
+def _gemms(device: str, model: ModelSpec | None, quick: bool) -> tuple[list[grid.Gemm], list[grid.Gemm]]:
+    """(dense GEMMs, LoRA GEMMs): the model's own shapes first, then the presets' grid."""
+    if device != "cuda":
+        return grid.cpu_grid(), grid.lora_grid(128, (8, 16), grid.CPU_TOKENS[:1])
+    tokens = grid.CUDA_TOKENS_QUICK if quick else grid.CUDA_TOKENS
+    models = ([model] if model is not None else []) + grid.preset_models()
+    dense = grid.dense_grid(models, tokens)
+    hidden = model.hidden_size if model is not None else 4096
+    lora = grid.lora_grid(hidden, grid.LORA_RANKS, grid.LORA_TOKENS[:1] if quick else grid.LORA_TOKENS)
+    return dense, lora
+
+
+def _experts(device: str, model: ModelSpec | None) -> list[tuple[int, int, int, int]]:
+    if device != "cuda":
+        return [(4, 2, 128, 256), (4, 2, 128, 128)]
+    mixtral = [m for m in grid.preset_models() if m.num_experts]
+    out = grid.model_experts(model) if model is not None else []
+    for m in mixtral:
+        out += [e for e in grid.model_experts(m) if e not in out]
+    return out
+
+
+def env_info(device: str) -> dict:
+    import torch
+
+    env = {"torch": torch.__version__, "cuda": torch.version.cuda, "driver": None, "torchao": None}
+    try:
+        from importlib.metadata import version
+
+        env["torchao"] = version("torchao")
+    except Exception:  # torchao not installed: fp8 rows still measure torch._scaled_mm
+        pass
+    if device == "cuda":
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            env["driver"] = pynvml.nvmlSystemGetDriverVersion()
+        except Exception:  # no NVML: the driver version is simply not recorded
+            pass
+    return env
+
+
+def measure(device: str, model: ModelSpec | None, quick: bool, on_section=None) -> dict:
+    """Run every section; `on_section(name)` is called before each (progress)."""
+    import torch
+
+    from generator.probe.compute_attention import attention_rows
+    from generator.probe.compute_bench import (
+        Clock,
+        cast_rows,
+        fp8_gemm_rows,
+        fp8_supported,
+        gemm_rows,
+        grouped_rows,
+        hbm_rows,
+    )
+
+    step = on_section or (lambda name: None)
+    cuda = device == "cuda"
+    budget = QUICK if quick or not cuda else FULL
+    clock = Clock(device) if cuda else Clock(device, warmup=1, min_repeats=2, max_repeats=3, target_s=0.01)
+    if cuda:
+        torch.cuda.init()
+    started = time.monotonic()
+    dense, lora = _gemms(device, model, quick)
+    doc: dict = {"gemm": {}, "skipped": clock.skipped}
+    step("bf16 GEMMs")
+    doc["gemm"]["bf16"] = gemm_rows(clock, dense + lora, "bf16", budget.gemm_bf16)
+    why = fp8_supported(device)
+    step("float8 GEMMs")
+    if why is None:
+        doc["gemm"]["fp8"] = fp8_gemm_rows(clock, dense + lora, budget.gemm_fp8)
+        h = model.hidden_size if model is not None else 4096
+        shapes = [(8192, h), (32768, h), (32768, 14336)] if not quick else [(32768, h)]
+        step("float8 casts")
+        doc["fp8_cast"] = cast_rows(clock, shapes, compiled=not quick, budget_s=budget.cast)
+    else:
+        doc["gemm"]["fp8"], doc["fp8_cast"] = [], []
+        clock.skipped.append(f"fp8: {why}")
+    step("MoE grouped GEMMs")
+    tokens = (8192,) if cuda else (64,)
+    doc["grouped_gemm"] = grouped_rows(clock, _experts(device, model), tokens, budget.grouped)
+    step("attention")
+    layouts = grid.ATTN_LAYOUTS if cuda else ((4, 2), (4, 4))
+    seqs = (grid.ATTN_SEQS_QUICK if quick else grid.ATTN_SEQS) if cuda else (128, 256)
+    if model is not None and cuda and (model.num_heads, model.num_kv_heads) not in layouts:
+        layouts = ((model.num_heads, model.num_kv_heads), *layouts)
+    dim = 128 if cuda else 32
+    tokens_attn = grid.ATTN_TOKENS if cuda else 256
+    doc["attention"] = attention_rows(clock, ["sdpa_causal", "sdpa_dense"], layouts, seqs, tokens_attn, dim,
+                                      budget.attention, doc=0)  # fmt: skip
+    if budget.flex > 0 and cuda:
+        step("flex attention (compiles)")
+        flex_seqs = (4096, 16384)
+        doc["attention"] += attention_rows(clock, ["flex"], layouts[:1], flex_seqs, tokens_attn, dim, budget.flex,
+                                           doc=grid.FLEX_DOC_TOKENS)  # fmt: skip
+    else:
+        clock.skipped.append("flex attention: skipped (--quick or CPU: its compile takes ~10 s per shape)")
+    step("HBM bandwidth")
+    doc["hbm"] = hbm_rows(clock, 1 << 30 if cuda else 1 << 20)
+    name = torch.cuda.get_device_name() if cuda else "cpu"
+    return {
+        "version": VERSION,
+        "kind": "compute",
+        "gpu": name,
+        "device": device,
+        "measured": True,
+        "model": model.name if model is not None else None,
+        "env": env_info(device),
+        "method": {
+            "timing": "CUDA events per call (GPU time)" if cuda else "perf_counter per call",
+            "statistic": f"median of {clock.min_repeats}-{clock.max_repeats} calls after {clock.warmup} warm-ups",
+            "gemm": "torch.mm in autograd's layouts: fwd x@W^T, dgrad dY@W, wgrad dY^T@X; 2*m*k*n FLOPs",
+            "fp8_gemm": "torch._scaled_mm e4m3 x e4m3 -> bf16, tensorwise scales, operands pre-cast (cast timed "
+            "separately under fp8_cast)",
+            "fp8_cast": "amax + scale + clamp + cast to e4m3 of a bf16 tensor (cast_transpose adds the column-major "
+            "copy), eager and torch.compile'd",
+            "grouped_gemm": "balanced top-k routing; torch._grouped_mm bf16 and the per-expert loop (bf16, fp32)",
+            "hbm": "1 GiB bf16 tensors (bytes read + written)",
+            "measured_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "seconds": round(time.monotonic() - started, 1),
+            "quick": quick,
+        },
+        "units": {"ms": "milliseconds per call", "tflops": "1e12 FLOP/s", "gbps": "1e9 bytes/s"},
+        **doc,
+    }

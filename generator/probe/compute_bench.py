@@ -1,0 +1,220 @@
+"""Timing primitives of `probe --compute` and the GEMM, float8-cast, grouped-GEMM and HBM sections. torch is imported
+by the caller's process only: this module is reached from generator.commands.probe once measuring starts.
+
+Timing: CUDA events around each call (GPU time, launch gaps excluded), warm-ups first, the median of the repeats; on
+CPU, perf_counter. Each section runs under a time box: shapes not reached are listed as skipped, never guessed.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from generator.probe.compute_grid import Gemm
+
+FP8_MAX = 448.0
+"""Largest float8 e4m3 value (torchao's tensorwise scale maps the amax onto it)."""
+
+
+@dataclass
+class Clock:
+    """Warm-ups, repeats and the section time boxes."""
+
+    device: str
+    warmup: int = 2
+    min_repeats: int = 3
+    max_repeats: int = 10
+    target_s: float = 0.08
+    """Stop repeating once the timed calls add up to this many seconds (after min_repeats)."""
+    skipped: list[str] = field(default_factory=list)
+
+    def sync(self) -> None:
+        if self.device == "cuda":
+            torch.cuda.synchronize()
+
+    def time(self, fn) -> float:
+        """Median seconds of one call of fn()."""
+        for _ in range(self.warmup):
+            fn()
+        self.sync()
+        times: list[float] = []
+        while len(times) < self.max_repeats:
+            if self.device == "cuda":
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                fn()
+                end.record()
+                end.synchronize()
+                times.append(start.elapsed_time(end) / 1e3)
+            else:
+                t0 = time.perf_counter()
+                fn()
+                times.append(time.perf_counter() - t0)
+            if len(times) >= self.min_repeats and sum(times) >= self.target_s:
+                break
+        return statistics.median(times)
+
+
+def _operands(g: Gemm, device: str, dtype):
+    """bf16 operands laid out as autograd hands them to the GEMM: fwd x @ W^T (W stored [N, K]), dgrad dY @ W,
+    wgrad dY^T @ X."""
+    if g.op == "fwd":
+        return torch.randn(g.m, g.k, device=device, dtype=dtype), torch.randn(g.n, g.k, device=device, dtype=dtype).t()
+    if g.op == "dgrad":
+        return torch.randn(g.m, g.k, device=device, dtype=dtype), torch.randn(g.k, g.n, device=device, dtype=dtype)
+    return torch.randn(g.k, g.m, device=device, dtype=dtype).t(), torch.randn(g.k, g.n, device=device, dtype=dtype)
+
+
+def gemm_rows(clock: Clock, gemms: list[Gemm], dtype_name: str, budget_s: float) -> list[dict]:
+    """TFLOP/s of each GEMM in bf16 (or fp32): torch.mm in the layout autograd uses."""
+    dtype = {"bf16": torch.bfloat16, "fp32": torch.float32}[dtype_name]
+    rows, t_end = [], time.monotonic() + budget_s
+    for g in gemms:
+        if time.monotonic() > t_end:
+            clock.skipped.append(f"gemm {dtype_name} {g.op} {g.m}x{g.k}x{g.n}: time box")
+            continue
+        a, b = _operands(g, clock.device, dtype)
+        s = clock.time(lambda a=a, b=b: torch.mm(a, b))
+        rows.append({"m": g.m, "k": g.k, "n": g.n, "op": g.op, "ms": round(s * 1e3, 4), "tflops": tf(g.flops, s)})
+        del a, b
+    return rows
+
+
+def fp8_supported(device: str) -> str | None:
+    """None when torch._scaled_mm runs float8 here, else why not."""
+    if device != "cuda":
+        return "float8 GEMMs need a CUDA GPU"
+    if not hasattr(torch, "float8_e4m3fn") or not hasattr(torch, "_scaled_mm"):
+        return f"torch {torch.__version__} has no float8 / _scaled_mm"
+    if torch.cuda.get_device_capability() < (8, 9):
+        return "float8 tensor cores need compute capability 8.9+ (Ada, Hopper, Blackwell)"
+    return None
+
+
+def fp8_gemm_rows(clock: Clock, gemms: list[Gemm], budget_s: float) -> list[dict]:
+    """TFLOP/s of torch._scaled_mm with tensorwise scales (torchao's default recipe), e4m3 x e4m3 -> bf16; the
+    operands already cast and laid out (A row-major, B column-major, as torchao prepares them). The cast and
+    transpose work is timed separately (cast_rows). Shapes with a dimension not divisible by 16 are skipped
+    (torchao / accelerate leave those Linears in bf16)."""
+    f8 = torch.float8_e4m3fn
+    one = torch.ones((), device=clock.device, dtype=torch.float32)
+    rows, t_end = [], time.monotonic() + budget_s
+    for g in gemms:
+        if g.m % 16 or g.k % 16 or g.n % 16:
+            continue
+        if time.monotonic() > t_end:
+            clock.skipped.append(f"gemm fp8 {g.op} {g.m}x{g.k}x{g.n}: time box")
+            continue
+        a = torch.randn(g.m, g.k, device=clock.device, dtype=torch.bfloat16).to(f8)
+        b = torch.randn(g.n, g.k, device=clock.device, dtype=torch.bfloat16).to(f8).t()
+        fn = lambda a=a, b=b: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)  # noqa: E731
+        s = clock.time(fn)
+        rows.append({"m": g.m, "k": g.k, "n": g.n, "op": g.op, "ms": round(s * 1e3, 4), "tflops": tf(g.flops, s)})
+        del a, b
+    return rows
+
+
+def _cast_tensorwise(x):
+    """torchao's tensorwise float8 cast: amax reduction, scale, scaled clamp and cast to e4m3."""
+    amax = x.abs().max().float()
+    scale = FP8_MAX / torch.clamp(amax, min=1e-12)
+    return (x.float() * scale).clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn), scale
+
+
+def _cast_transpose(x):
+    """The backward's recast of a saved bf16 tensor into a column-major fp8 copy (weight-gradient operand)."""
+    y, scale = _cast_tensorwise(x)
+    return y.t().contiguous(), scale
+
+
+def cast_rows(clock: Clock, shapes: list[tuple[int, int]], compiled: bool, budget_s: float) -> list[dict]:
+    """Seconds per element of the float8 cast of a bf16 [rows, cols] tensor, eager and (unless `compiled` is False)
+    under torch.compile as train.py's compiled layers run it. `ns_per_elem` covers amax + scale + cast (+ the
+    transpose copy for `kind` cast_transpose)."""
+    fns = {"cast": _cast_tensorwise, "cast_transpose": _cast_transpose}
+    modes = [("eager", fns)]
+    if compiled:
+        modes.append(("compiled", {k: torch.compile(f) for k, f in fns.items()}))
+    rows, t_end = [], time.monotonic() + budget_s
+    for mode, table in modes:
+        for r, c in shapes:
+            x = torch.randn(r, c, device=clock.device, dtype=torch.bfloat16)
+            for kind, fn in table.items():
+                if time.monotonic() > t_end:
+                    clock.skipped.append(f"fp8 {kind} {mode} {r}x{c}: time box")
+                    continue
+                try:
+                    s = clock.time(lambda fn=fn, x=x: fn(x))
+                except Exception as exc:  # no compiler toolchain for inductor, say
+                    clock.skipped.append(f"fp8 {kind} {mode} {r}x{c}: {type(exc).__name__}: {str(exc)[:120]}")
+                    continue
+                n = r * c
+                gbps = 3.0 * n / s / 1e9  # bytes a fused cast must move: read bf16 (2), write fp8 (1)
+                row = {"kind": kind, "mode": mode, "rows": r, "cols": c, "ms": round(s * 1e3, 4)}
+                rows.append({**row, "ns_per_elem": round(s / n * 1e9, 5), "gbps_3_bytes_per_elem": round(gbps, 1)})
+            del x
+    return rows
+
+
+def grouped_rows(clock: Clock, experts: list[tuple[int, int, int, int]], tokens: tuple[int, ...],
+                 budget_s: float) -> list[dict]:  # fmt: skip
+    """MoE expert GEMMs at balanced top-k routing (tokens x top_k rows split evenly over the experts), forward and
+    input-gradient layouts: torch._grouped_mm in bf16 where this torch has it, and transformers' per-expert fallback
+    loop in bf16 and in fp32 (a full fine-tune loads fp32 weights: grouped_mm_fallback casts the input to them)."""
+    rows, t_end = [], time.monotonic() + budget_s
+    have_grouped = hasattr(torch, "_grouped_mm")
+    for e, top_k, k_in, n_out in experts:
+        for m in tokens:
+            total = m * top_k
+            per = total // e
+            offs = torch.arange(1, e + 1, device=clock.device, dtype=torch.int32) * per
+            for op in ("fwd", "dgrad"):
+                kk, nn = (k_in, n_out) if op == "fwd" else (n_out, k_in)
+                impls = (["grouped_mm"] if have_grouped else []) + ["loop_bf16", "loop_fp32"]
+                for impl in impls:
+                    if time.monotonic() > t_end:
+                        clock.skipped.append(f"grouped {impl} {op} E{e} top{top_k} {m}x{kk}x{nn}: time box")
+                        continue
+                    dtype = torch.float32 if impl == "loop_fp32" else torch.bfloat16
+                    a = torch.randn(per * e, kk, device=clock.device, dtype=dtype)
+                    if op == "fwd":  # x @ W_e^T, W_e stored [out, in]
+                        w = torch.randn(e, nn, kk, device=clock.device, dtype=dtype).transpose(1, 2)
+                    else:  # dY @ W_e: the stored [out, in] weight, not transposed
+                        w = torch.randn(e, kk, nn, device=clock.device, dtype=dtype)
+                    if impl == "grouped_mm":
+                        fn = lambda a=a, w=w, offs=offs: torch._grouped_mm(a, w, offs=offs)  # noqa: E731
+                    else:
+                        fn = lambda a=a, w=w, per=per, e=e: [a[i * per : (i + 1) * per] @ w[i] for i in range(e)]  # noqa: E731
+                    try:
+                        s = clock.time(fn)
+                    except Exception as exc:  # grouped_mm needs sm90 and 16-aligned strides
+                        clock.skipped.append(f"grouped {impl} {op} E{e}: {type(exc).__name__}: {str(exc)[:120]}")
+                        continue
+                    flops = 2.0 * per * e * kk * nn
+                    rows.append({"impl": impl, "op": op, "experts": e, "top_k": top_k, "tokens": m, "k": kk, "n": nn,
+                                 "ms": round(s * 1e3, 4), "tflops": tf(flops, s)})  # fmt: skip
+                    del a, w
+    return rows
+
+
+def hbm_rows(clock: Clock, elements: int) -> list[dict]:
+    """Device-memory bandwidth (GB/s, bytes read + written) of a copy, an elementwise add and a bf16 -> fp32 cast."""
+    x = torch.randn(elements, device=clock.device, dtype=torch.bfloat16)
+    y, z = torch.empty_like(x), torch.randn_like(x)
+    wide = torch.empty(elements, device=clock.device, dtype=torch.float32)
+    tests = [("copy_bf16", lambda: y.copy_(x), 4), ("add_bf16", lambda: torch.add(x, z, out=y), 6),
+             ("cast_bf16_fp32", lambda: wide.copy_(x), 6)]  # fmt: skip
+    rows = []
+    for name, fn, bytes_per_elem in tests:
+        s = clock.time(fn)
+        rows.append({"op": name, "bytes": bytes_per_elem * elements, "ms": round(s * 1e3, 4),
+                     "gbps": round(bytes_per_elem * elements / s / 1e9, 1)})  # fmt: skip
+    return rows
+
+
+def tf(flops: float, seconds: float) -> float:
+    """TFLOP/s to 4 significant digits (CPU rows are tiny)."""
+    return float(f"{flops / seconds / 1e12:.4g}") if seconds > 0 else 0.0

@@ -1,0 +1,53 @@
+"""`probe --compute` on the CPU: tiny sizes, every section present with units, the file written once."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from generator.model import load_model
+from generator.probe import compute_grid as grid
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def probe(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "generator", "probe", "--compute", *args], cwd=ROOT, capture_output=True, timeout=120
+    )
+
+
+def test_cpu_probe_writes_every_section(tmp_path):
+    out = tmp_path / "compute.json"
+    r = probe("--device", "cpu", "--output", str(out))
+    assert r.returncode == 0, r.stderr.decode()[-2000:]
+    doc = json.loads(out.read_text())
+    assert doc["version"] == 1 and doc["kind"] == "compute" and doc["device"] == "cpu" and doc["measured"]
+    assert {"torch", "cuda"} <= set(doc["env"]) and "measured_at" in doc["method"]
+    ops = {row["op"] for row in doc["gemm"]["bf16"]}
+    assert ops == {"fwd", "dgrad", "wgrad"} and all(row["tflops"] > 0 for row in doc["gemm"]["bf16"])
+    assert doc["gemm"]["fp8"] == [] and any("fp8" in s for s in doc["skipped"])
+    assert {row["impl"] for row in doc["grouped_gemm"]} >= {"loop_bf16", "loop_fp32"}
+    assert {row["path"] for row in doc["attention"]} == {"sdpa_causal", "sdpa_dense"}
+    assert all(row["fwdbwd_ms"] > 0 for row in doc["attention"])
+    assert {row["op"] for row in doc["hbm"]} == {"copy_bf16", "add_bf16", "cast_bf16_fp32"}
+    again = probe("--device", "cpu", "--output", str(out))
+    assert again.returncode == 2 and b"already exists" in again.stderr
+
+
+def test_model_goes_with_compute():
+    r = subprocess.run([sys.executable, "-m", "generator", "probe", "--device", "cpu", "--model", "mistral-7b"],
+                       cwd=ROOT, capture_output=True, timeout=60)  # fmt: skip
+    assert r.returncode == 2 and b"--compute" in r.stderr
+
+
+def test_grid_covers_the_model_shapes():
+    qwen = load_model("qwen2.5-7b")
+    gemms = grid.dense_grid([qwen], (8192,))
+    shapes = {(g.m, g.k, g.n, g.op) for g in gemms}
+    assert (8192, 3584, 512, "fwd") in shapes  # k/v: 4 kv heads x 128
+    assert (8192, 152064, 3584, "dgrad") in shapes  # lm_head's input gradient over the real vocabulary
+    assert (152064, 8192, 3584, "wgrad") in shapes
+    mixtral = load_model("mixtral-8x7b")
+    assert grid.model_experts(mixtral) == [(8, 2, 4096, 2 * 14336), (8, 2, 14336, 4096)]
+    assert (4096, 14336) not in grid.model_widths(mixtral)  # experts run grouped, not as dense Linears
