@@ -100,7 +100,13 @@ def measure(device: str, model: ModelSpec | None, quick: bool, on_section=None) 
         hbm_rows,
     )
 
-    step = on_section or (lambda name: None)
+    progress = on_section or (lambda name: None)
+
+    def step(name: str) -> None:
+        progress(name)
+        if clock.device == "cuda":
+            torch.cuda.empty_cache()  # the previous section's large operands go back to the driver
+
     cuda = device == "cuda"
     budget = QUICK if quick or not cuda else FULL
     clock = Clock(device) if cuda else Clock(device, warmup=1, min_repeats=2, max_repeats=3, target_s=0.01)
