@@ -80,6 +80,11 @@ def register(subparsers, verb: str, help_text: str) -> argparse.ArgumentParser:
     c.add_argument("--allow-offload", action="store_true", help="Consider ZeRO CPU offload (slow; off by default).")
     c.add_argument("--headroom", type=float, default=0.10, help="Fraction of GPU memory kept free (default 0.10).")
     c.add_argument("--bandwidth-file", help='Measured busbw JSON ({"subsets": {"0,1": 365.2}}) from `probe`.')
+    c.add_argument(
+        "--compute-file",
+        help="Operator rates of this GPU from `probe --compute` (default: the shipped "
+        "H200 table, scaled by the GPU catalog for other GPUs).",
+    )
     m = p.add_argument_group("multi-node")
     m.add_argument("--num-machines", type=int, default=1)
     m.add_argument("--machine-rank", type=int, default=0)
@@ -111,6 +116,11 @@ def run(args) -> int:
         from generator.probe.bandwidth_file import load_bandwidth_file
 
         bandwidth = {frozenset(ids): gbps for ids, gbps in load_bandwidth_file(args.bandwidth_file).items()}
+    compute = None
+    if args.compute_file:
+        from generator.probe.compute_file import load_compute_file
+
+        compute = load_compute_file(args.compute_file)
     from generator.emit import render, write
     from generator.model import load_model
     from generator.plan.engines import default_engines
@@ -126,7 +136,7 @@ def run(args) -> int:
     request = replace(request, **installed_fields())
     if args.trial:
         return trial.run_trial(args, topology, model, request, bandwidth, args.output or DEFAULT_CONFIG)
-    engines = trial.calibrated(args, default_engines())
+    engines = trial.calibrated(args, default_engines(compute))
     plan = make_plan(topology, model, request, bandwidth=bandwidth, engines=engines)
     emitted = render(plan, args.output or DEFAULT_CONFIG)
     written = None

@@ -5,6 +5,7 @@ from __future__ import annotations
 from generator.catalog import strategies as catalog
 from generator.estimate.activations import LOSS_BACKWARD_BYTES, activation_terms
 from generator.estimate.comm import communication
+from generator.estimate.compute_source import table_for, table_note
 from generator.estimate.hardware import gpu_known
 from generator.estimate.precision import transient_fp8_bytes
 from generator.estimate.states import PHASES, cpu_bytes_per_machine, model_states
@@ -123,13 +124,16 @@ def _notes(model: ModelSpec, workload: Workload, placement: Placement, strategy:
     if s.zero_stage in (1, 2) and placement.num_gpus > 1:
         notes.append("DeepSpeed stage 1/2 does not overlap reductions by default (overlap_comm=false)")
     if workload.precision == "fp8":
-        notes.append("fp8 (torchao float8 Linears): predicted, unfitted, not measured yet")
+        notes.append("fp8 (torchao float8 Linears): GEMMs and casts priced from the float8 rate table")
     if workload.mixed_precision != "bf16":
         notes.append("only bf16 mixed precision is modelled: memory and time assume it")
     if placement.num_gpus > 1 and not placement.busbw_gbps:
         notes.append("no bus bandwidth given for these GPUs: communication time unknown")
     if not gpu_known(placement.gpu_name):
         notes.append(f"'{placement.gpu_name}' not in the GPU catalog: speed is a rough guess")
+    speed = table_note(table_for(placement.gpu_name, placement.compute), placement.gpu_name)
+    if speed:
+        notes.append(speed)
     return notes
 
 

@@ -1,9 +1,10 @@
-"""Predicted optimizer-step time: matmul + attention compute, memory-bound passes, CPU optimizer, exposed communication.
+"""Predicted optimizer-step time: operator compute, memory-bound passes, CPU optimizer, exposed communication.
 
-compute  = (matmul FLOPs / MATMUL_EFFICIENCY + attention FLOPs / ATTENTION_EFFICIENCY) / dense bf16 peak
-           (hardware FLOPs: recompute included; frozen weights skip the weight-gradient GEMMs), less Liger's share
+compute  = each GEMM at its measured rate by shape and dtype + MoE grouped GEMMs + attention by kernel path +
+           the elementwise chain and float8 casts at measured HBM rates (estimate.compute_time; recompute included;
+           frozen weights skip the weight-gradient GEMMs)
 memory   = bytes the fused AdamW update, autocast weight casts, collective copies, LoRA adapter passes and QLoRA
-           dequantisation stream through HBM / (HBM x HBM_EFFICIENCY), plus DeepSpeed's fitted overhead
+           dequantisation stream through HBM / the table's measured HBM rate, plus DeepSpeed's fitted overhead
 exposed  = comm - min(overlappable comm, OVERLAP_EFFICIENCY x the compute it can hide behind)
 step     = compute + memory + cpu optimizer + host copies + exposed comm (+ allocator retries at the memory limit)
 
@@ -16,36 +17,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from generator.catalog import strategies as catalog
-from generator.estimate.attention import attention_flops_per_token, kernel_path
+from generator.estimate.attention import attention_flops_per_token
 from generator.estimate.comm import Comm
+from generator.estimate.compute_source import fitted, table_for
+from generator.estimate.compute_time import ComputeTime, compute_time, forward_passes
 from generator.estimate.hardware import gpu_rates
-from generator.estimate.precision import FP8_GEMM_SPEEDUP, cast_bytes_per_token, fp8_matmul_params, weight_cast_bytes
+from generator.estimate.operators import executed_flops_per_token
 from generator.estimate.states import load_bytes, lora_params, qlora_unquantised_params, shard_count, trainable_params
 from generator.estimate.types import Placement, Workload
-from generator.model.sizing import flops_per_token
 from generator.model.types import ModelSpec
 
-# Fraction of the dense bf16 peak the decoder's GEMMs (6N per token, 8N with recompute) sustain, memory-bound
-# elementwise passes between them included. Calibrated: one H200, Mistral-7B loaded in bf16, seq 4096, micro-batch 1,
-# full checkpointing, fused AdamW, SDPA, measured 0.607 s/step (shared/topo/README.md), with the attention share below
-# taken out. Used for every GPU model.
-MATMUL_EFFICIENCY = 0.514
-# Fraction of the dense bf16 peak each attention path sustains on the FLOPs it really computes
-# (attention.attention_flops_per_token: every score for dense SDPA, the kept tiles for flex).
-# sdpa_dense: fitted to the 8 pairs of 2x H200 matrix rows that differ only in seq 4096 x mb1 vs seq 1024 x mb4 (same
-#   tokens; ddp/fsdp/fsdp_grad_op/zero1/zero2/LoRA, with and without checkpointing; packed data, so a dense mask):
-#   every pair gives 0.28-0.30; the sweep's fit rows at longer sequences agree (1x H200, one document per sequence,
-#   window 4096 < s: full s8192 0.26, LoRA s16384 0.30), so the rate does not fall with s: the s^2 work does it.
-# flex: fitted (minimax on tokens/s) to the sweep's flex fit rows whose attention is a real share of the step (one
-#   document per sequence: LoRA s16384, QLoRA s16384, FSDP2 LoRA s16384) with the short-document flex rows
-#   (s4096-32768, attention a few % of the step) kept within their targets.
-# sdpa_causal (flash kernel, no mask): no fit row runs it (every fit row is packed or cut by the window); assumed to
-#   sustain flex's rate, both being tiled kernels that skip the masked tiles. eager: assumed dense SDPA's rate.
-FLEX_EFF = 0.6
-ATTENTION_EFFICIENCY = {"sdpa_dense": 0.29, "flex": FLEX_EFF, "sdpa_causal": FLEX_EFF, "eager": 0.29}
-# Fraction of HBM bandwidth a streaming elementwise pass (fused AdamW, dtype casts) reaches. Assumed, not measured;
-# with it the fp32-loaded point of the same run is predicted at 0.667 s against 0.684 s measured.
-HBM_EFFICIENCY = 0.8
+# GEMMs, attention and HBM come from the GPU's measured operator-rate table (estimate.compute_table; shipped for
+# the H200 in generator/compute/h200.json, read from `plan --compute-file`, scaled by the catalog for other GPUs):
+# no efficiency or speed-up constant for every model (estimate.compute_time). What counting the elementwise ops
+# misses is one fitted scale (estimate.compute_time.ELEMENTWISE_SCALE), fitted by bench/fit_compute.py on the rows
+# generator/compute/fit.json names. Streaming passes below (fused AdamW, dtype casts, collective copies, adapters,
+# dequantisation) move at the table's measured HBM rate.
 # Share of the compute window that overlappable communication actually hides, per strategy family. Fitted to 0 for
 # both on 2x H200 (NVLink, busbw 338 GB/s) under plain Accelerate, eager mode (tests/test_estimate_gpu.py and issue 5):
 # DDP bf16 ran 0.662 s/step against 0.611 s on one GPU, i.e. the 43 ms all-reduce fully exposed; FSDP2 ran
@@ -82,6 +69,10 @@ ZERO3_OVERHEAD_S_PER_PASS_PER_BPARAM = 0.0183
 # Not measured under FSDP/DeepSpeed, whose bf16 activation stream should make the adapters somewhat cheaper.
 LORA_BYTES_PER_TOKEN_WIDTH = 12.7
 LORA_BACKWARD_PASSES = 3.0
+# With the operator model (issue 26) the rank-r GEMMs are priced from the rate table and the elementwise chain apart,
+# so bench/fit_compute.py refits the bytes per width on the single-GPU LoRA fit rows (generator/compute/fit.json,
+# key below, with its rows); 12.7 above stays the value without a fit file.
+LORA_BYTES_KEY = "lora_bytes_per_token_width"
 # Share of those adapter passes that disappear when each decoder layer is compiled (train.py --compile-layers, and
 # always under fp8): inductor fuses peft's casts, scaling and add into the neighbouring kernels. Fitted to one row, bf16
 # LoRA with the layers compiled (bench/results/h200-x1-fp8-2026-12-01-rerun.json,
@@ -93,11 +84,8 @@ COMPILED_ADAPTER_FUSED = 0.85
 # use; far above the 2.5 bytes it moves (0.5 read + 2 written) because the dequantisation kernel reaches a small
 # share of the bandwidth. Fitted to the one QLoRA row (1x H200, seq 4096, ckpt: 0.778 s/step).
 QLORA_DEQUANT_BYTES_PER_PARAM = 25.7
-# Liger's fused RMSNorm / SwiGLU / RoPE / linear cross-entropy kernels remove memory-bound elementwise passes that
-# MATMUL_EFFICIENCY otherwise absorbs; they scale with tokens and passes as the compute does, so the saving is a share
-# of the compute time. Fitted to the 4 Liger rows on 2x H200 (FSDP2, fp32 load, no ckpt, seq 4096, mb 1/2/4 and
-# issue 5's mb 2): they ran 6-14% faster than the same model without Liger predicts.
-LIGER_COMPUTE_SAVING = 0.11
+# Liger's fused RMSNorm / SwiGLU / RoPE / linear cross-entropy kernels: estimate.passes counts the bytes their
+# fused kernels move instead of the eager chains' (no share of the compute any more).
 # Caching-allocator retries when the working set sits at the card's limit: a failed cudaMalloc makes PyTorch free
 # its cached blocks (device-wide synchronise + cudaFree) and malloc again, every micro-step. Applies when the
 # predicted reserved memory exceeds ALLOCATOR_PRESSURE_FRACTION of the card (only with headroom below the planner's
@@ -122,7 +110,8 @@ FUSED_ADAM_PASSES = 7
 @dataclass(frozen=True)
 class Timing:
     compute_s: float
-    """Matmul and attention time of all micro-steps (recompute included, Liger's saving taken off)."""
+    """Operator time of all micro-steps (estimate.compute_time: GEMMs, experts, attention, elementwise chain,
+    float8 casts; recompute included)."""
     memory_s: float
     """HBM-bound passes (optimizer update, autocast casts, collective copies, LoRA adapters, QLoRA dequantisation)
     and DeepSpeed's fitted overhead."""
@@ -134,30 +123,16 @@ class Timing:
     """Optimizer-step time: the sum of the above plus host copies and allocator retries."""
     tokens_per_s_per_gpu: float
     mfu: float
-    """Model FLOPs (6N + 12*L*h*s) per second over the dense bf16 peak (bf16-equivalent, for fp8 too)."""
+    """Executed model FLOPs per second (model_flops_per_token) over the dense bf16 peak: bf16-equivalent for fp8."""
     allocator_s: float = 0.0
     """Caching-allocator retries at the memory limit (zero unless the predicted reserved memory was given)."""
+    parts: ComputeTime | None = None
+    """compute_s by operator kind (GEMMs, experts, attention, elementwise, float8 casts)."""
 
 
 def _forward_passes(workload: Workload) -> int:
     """Forward passes per micro-step: activation checkpointing reruns the forward inside backward."""
-    return 2 if workload.grad_checkpointing else 1
-
-
-def _compute_s(model: ModelSpec, workload: Workload, peak_flops: float) -> float:
-    """Matmul + attention seconds of one optimizer step on one GPU."""
-    tokens = workload.seq_len * workload.micro_batch * workload.grad_accum
-    fwd = _forward_passes(workload)
-    # Forward 2N per token; backward 4N (input and weight gradients), only 2N when the weights are frozen.
-    backward = 4.0 if workload.method == "full" else 2.0
-    matmul = (2.0 * fwd + backward) * model.matmul_params_active
-    if workload.precision == "fp8":  # the float8 Linears' GEMMs run at the fp8 peak (estimate.precision)
-        matmul -= (2.0 * fwd + backward) * fp8_matmul_params(model) * (1 - 1 / FP8_GEMM_SPEEDUP)
-    # Attention has no weights: its backward is 2x its forward whatever is frozen (forward 4 + backward 8 per key).
-    attn = attention_flops_per_token(model, workload) * (fwd + 2) / 3
-    efficiency = ATTENTION_EFFICIENCY[kernel_path(model, workload)]
-    seconds = tokens * (matmul / MATMUL_EFFICIENCY + attn / efficiency) / peak_flops
-    return seconds * (1 - LIGER_COMPUTE_SAVING) if workload.liger else seconds
+    return forward_passes(workload)
 
 
 def _update_bytes(model: ModelSpec, workload: Workload, placement: Placement, strategy: str) -> float:
@@ -219,7 +194,8 @@ def _adapter_bytes(model: ModelSpec, workload: Workload) -> float:
     tokens = workload.seq_len * workload.micro_batch * workload.grad_accum
     passes = _forward_passes(workload) + LORA_BACKWARD_PASSES
     fused = COMPILED_ADAPTER_FUSED if workload.layers_compiled else 0.0
-    return tokens * lora_params(model, 1) * LORA_BYTES_PER_TOKEN_WIDTH * passes * (1 - fused)
+    width_bytes = fitted(LORA_BYTES_KEY, LORA_BYTES_PER_TOKEN_WIDTH)
+    return tokens * lora_params(model, 1) * width_bytes * passes * (1 - fused)
 
 
 def _dequant_bytes(model: ModelSpec, workload: Workload) -> float:
@@ -229,16 +205,6 @@ def _dequant_bytes(model: ModelSpec, workload: Workload) -> float:
     quantised = model.params_total - qlora_unquantised_params(model)
     uses = _forward_passes(workload) + 1
     return workload.grad_accum * quantised * uses * QLORA_DEQUANT_BYTES_PER_PARAM
-
-
-def _fp8_cast_bytes(model: ModelSpec, workload: Workload) -> float:
-    """Float8 amax + cast passes over activations, gradients and weights (estimate.precision; unfitted)."""
-    if workload.precision != "fp8":
-        return 0.0
-    tokens = workload.seq_len * workload.micro_batch * workload.grad_accum
-    fwd = _forward_passes(workload)
-    acts = tokens * cast_bytes_per_token(model, fwd, frozen=workload.method != "full")
-    return acts + workload.grad_accum * weight_cast_bytes(model, fwd)
 
 
 def _deepspeed_s(model: ModelSpec, workload: Workload, strategy: str) -> float:
@@ -265,15 +231,16 @@ def step_timing(
 ) -> Timing:
     """`reserved_gb`: the predicted peak reserved memory per GPU, for the allocator-pressure term (None: no term)."""
     rates = gpu_rates(placement.gpu_name)
+    table = table_for(placement.gpu_name, placement.compute)
     s = catalog.strategy(strategy)
     tokens = workload.seq_len * workload.micro_batch * workload.grad_accum
-    compute = _compute_s(model, workload, rates.dense_bf16_tflops * 1e12)
+    parts = compute_time(table, model, workload, strategy)
+    compute = parts.total_s
     moved = _update_bytes(model, workload, placement, strategy) + _cast_bytes(model, workload, strategy)
     moved += _collective_copy_bytes(model, workload, strategy)
     moved += _foreach_extra_bytes(model, workload, placement, strategy)
     moved += _adapter_bytes(model, workload) + _dequant_bytes(model, workload)
-    moved += _fp8_cast_bytes(model, workload)
-    memory = moved / (rates.hbm_tbps * 1e12 * HBM_EFFICIENCY) + _deepspeed_s(model, workload, strategy)
+    memory = moved / (table.hbm_gbps * 1e9) + _deepspeed_s(model, workload, strategy)
     cpu = 0.0
     if s.offload != "none":
         cpu = trainable_params(model, workload) / (placement.num_machines * CPU_ADAM_PARAMS_PER_S)
@@ -288,5 +255,12 @@ def step_timing(
         allocator = ALLOCATOR_RETRY_S_PER_MICRO_STEP * workload.grad_accum
     step = compute + memory + cpu + comm.host_s + exposed + allocator
     tps = tokens / step if step > 0 else 0.0
-    mfu = tps * flops_per_token(model, workload.seq_len) / (rates.dense_bf16_tflops * 1e12)
-    return Timing(compute, memory, cpu, exposed, step, tps, mfu, allocator)
+    mfu = tps * model_flops_per_token(model, workload) / (rates.dense_bf16_tflops * 1e12)
+    return Timing(compute, memory, cpu, exposed, step, tps, mfu, allocator, parts)
+
+
+def model_flops_per_token(model: ModelSpec, workload: Workload) -> float:
+    """MFU's numerator (estimate.operators.executed_flops_per_token): the GEMMs the step executes once (a frozen
+    base has no weight-gradient GEMMs), the attention kernel's own score work, no recompute; float8 GEMMs count as
+    the bf16 FLOPs they replace (bf16-equivalent)."""
+    return executed_flops_per_token(model, workload, attention_flops_per_token(model, workload))

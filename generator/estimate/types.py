@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Literal, get_args
 
 from generator.catalog.strategies import NAMES as STRATEGIES  # noqa: F401  (re-exported: the names, in order)
+from generator.estimate.compute_table import ComputeTable
 
 Method = Literal["full", "lora", "qlora"]
 """Fine-tuning method: every weight, LoRA adapters on a frozen base, or adapters on a 4-bit base (CLI values)."""
@@ -81,6 +82,9 @@ class Placement:
     """Bus bandwidth inside one shard group; None = busbw_gbps."""
     host_gbps: float = 25.0
     """Host<->GPU copy bandwidth for offload (PCIe)."""
+    compute: ComputeTable | None = None
+    """Operator rates measured on this GPU (`plan --compute-file`); None: the shipped H200 table, scaled by the GPU
+    catalog for any other GPU (estimate.compute_source)."""
 
     @property
     def num_gpus(self) -> int:

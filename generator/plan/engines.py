@@ -24,8 +24,20 @@ class Engines:
     """(topology, gpu_ids) -> predicted all-reduce busbw, GB/s."""
 
 
-def default_engines() -> Engines:
+def default_engines(compute: Any = None) -> Engines:
+    """`compute`: a ComputeTable (plan --compute-file) that every placement the planner estimates carries."""
     from generator.estimate import applicable, estimate_all
     from generator.topology import best_subset, order_for_hsdp, subset_busbw_gbps
 
+    if compute is not None:
+        estimate_all = _with_compute(estimate_all, compute)
     return Engines(estimate_all, applicable, best_subset, order_for_hsdp, subset_busbw_gbps)
+
+
+def _with_compute(estimate_all: Callable[..., list[Any]], compute: Any) -> Callable[..., list[Any]]:
+    from dataclasses import replace
+
+    def wrapped(model, workload, placement, *args, **kwargs):
+        return estimate_all(model, workload, replace(placement, compute=compute), *args, **kwargs)
+
+    return wrapped

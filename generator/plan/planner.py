@@ -21,6 +21,7 @@ from itertools import product
 
 from generator.catalog import strategies as catalog
 from generator.errors import UserError
+from generator.estimate.compute_source import SPEED_NOTE_PREFIX
 from generator.estimate.hardware import unknown_gpu_warning
 from generator.estimate.scripts import default_load_dtype, script_facts
 from generator.estimate.types import STRATEGIES, Placement, Workload
@@ -176,6 +177,7 @@ def plan_warnings(topology, model, request, chosen: Row, forced: bool, inter_war
         warnings.append(unknown)
     if forced:
         warnings.append(reasons.forced_warning(chosen.estimate))
+    warnings += [n for n in chosen.estimate.notes if n.startswith(SPEED_NOTE_PREFIX)]  # rates scaled, not measured
     if request.seq_len > model.max_seq_len:
         warnings.append(f"--seq-len {request.seq_len} exceeds the model's {model.max_seq_len} positions")
     if request.num_machines > 1 and not request.main_process_ip:

@@ -11,6 +11,13 @@ from generator.estimate.types import Estimate
 _BREAKDOWN_SHOWN = 3  # largest terms listed beside the peak
 CHOSEN_MARK = "* "
 """Plain-text prefix of the chosen strategy's row."""
+MFU_HEADER = "MFU exec."
+MFU_CONVENTION = (
+    "MFU exec. = FLOPs the step executes once (forward, input gradients, weight gradients of trained weights only: "
+    "none for a frozen base; attention as the kernel computes it; recompute not counted) over the dense bf16 peak; "
+    "fp8 rows count bf16-equivalent FLOPs"
+)
+"""The MFU convention, named under the plan's table (estimate.timing.model_flops_per_token)."""
 
 
 def _short_breakdown(e: Estimate) -> str:
@@ -26,7 +33,7 @@ def _fit_cell(e: Estimate) -> str:
 def render_estimates(estimates: list[Estimate], title: str, highlight: str | None = None) -> Table:
     """One row per strategy; `highlight` (a strategy name) is shown bold and marked with CHOSEN_MARK, so the choice
     still shows where bold does not (a pipe, a log file)."""
-    caption = f"{CHOSEN_MARK.strip()} = the plan's choice" if highlight else None
+    caption = (f"{CHOSEN_MARK.strip()} = the plan's choice; " if highlight else "") + MFU_CONVENTION
     table = Table(title=title, title_justify="left", caption=caption, caption_justify="left")
     table.add_column("strategy")
     table.add_column("peak GB (largest terms)")
@@ -35,7 +42,7 @@ def render_estimates(estimates: list[Estimate], title: str, highlight: str | Non
     table.add_column("comm GB / s", justify="right")
     table.add_column("step s", justify="right")
     table.add_column("tokens/s/GPU", justify="right")
-    table.add_column("MFU", justify="right")
+    table.add_column(MFU_HEADER, justify="right")
     for e in estimates:
         cpu = f" +{e.cpu_gb:.0f} GB CPU" if e.cpu_gb else ""
         table.add_row(

@@ -1,0 +1,179 @@
+"""Operator rates of one GPU, as `probe --compute` measures them (generator/probe/compute.py), and how the estimator
+looks a shape up in them. Pure: the document is parsed from an already-read dict; no torch.
+
+- GEMMs: TFLOP/s by (dtype, op, m, k, n), op fwd | dgrad | wgrad. A shape the table holds is read as measured;
+  any other takes the inverse-distance-weighted harmonic mean of the GEMM_NEIGHBOURS nearest rows of that dtype and
+  op in log2(m, k, n) space (time-weighted: a slow neighbour is not averaged away).
+- Attention: per kernel path, forward and backward rate on the forward's executed FLOPs (4*mb*H*d*s*keys), by
+  log2 of the sequence length and the query/kv head counts.
+- float8 casts: nanoseconds per element of torchao's tensorwise amax + cast (eager, compiled).
+- HBM: the median GB/s of the streaming copies.
+A GPU other than the one measured gets the shipped H200 table scaled by the catalog (dense bf16 peak for compute,
+memory bandwidth for the memory-bound rows); `ComputeTable.measured` is then False and `source` says so.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, replace
+from functools import cache
+
+GEMM_NEIGHBOURS = 4
+ATTENTION_PATHS = ("sdpa_causal", "sdpa_dense", "flex")
+
+
+@dataclass(frozen=True, eq=False)
+class ComputeTable:
+    """One GPU's measured (or scaled) operator rates. eq=False: identity hashing, so lookups cache cheaply."""
+
+    gpu: str
+    """GPU name as torch / NVML reports it ("NVIDIA H200")."""
+    measured: bool
+    """True: measured on this GPU; False: another GPU's table scaled by the catalog, or a provisional table."""
+    source: str
+    """One line: where the rates come from (file, date, or 'scaled from ...')."""
+    gemm: dict
+    """(dtype, op) -> tuple of (m, k, n, tflops) rows; dtype bf16 | fp8 | fp32."""
+    grouped: dict
+    """impl (grouped_mm | loop_bf16 | loop_fp32) -> tuple of (tokens*top_k, k, n, tflops) rows, fwd and dgrad."""
+    attention: dict
+    """path -> tuple of (seq, heads, kv_heads, fwd_tflops, bwd_tflops) rows, rates on the forward's FLOPs."""
+    cast_ns_per_elem: dict
+    """(kind, mode) -> ns per element; kind cast | cast_transpose, mode eager | compiled."""
+    hbm_gbps: float
+    """Streaming bandwidth (copies and elementwise ops), GB/s of bytes read + written."""
+    fit: dict
+    """Constants fitted on top of this table (bench/fit_compute.py) and the rows they cite; {} when none."""
+
+
+def _num(x) -> float:
+    if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) or x <= 0:
+        raise ValueError(f"not a positive number: {x!r}")
+    return float(x)
+
+
+def from_document(doc: dict, source: str) -> ComputeTable:
+    """Parse a `probe --compute` document (see generator/probe/compute.py); ValueError on anything malformed."""
+    if not isinstance(doc, dict) or doc.get("kind") != "compute" or doc.get("version") != 1:
+        raise ValueError("not a version-1 compute file from `python -m generator probe --compute`")
+    gemm: dict = {}
+    for dtype, rows in (doc.get("gemm") or {}).items():
+        for r in rows:
+            gemm.setdefault((dtype, r["op"]), []).append((int(r["m"]), int(r["k"]), int(r["n"]), _num(r["tflops"])))
+    if not gemm.get(("bf16", "fwd")):
+        raise ValueError("the compute file has no bf16 forward GEMM rows")
+    grouped: dict = {}
+    for r in doc.get("grouped_gemm") or []:
+        row = (int(r["tokens"]) * int(r["top_k"]), int(r["k"]), int(r["n"]), _num(r["tflops"]))
+        grouped.setdefault(r["impl"], []).append(row)
+    attention: dict = {}
+    for r in doc.get("attention") or []:
+        fwd, both = _num(r["fwd_ms"]), _num(r["fwdbwd_ms"])
+        f = 4.0 * r["mb"] * r["heads"] * r["head_dim"] * r["seq"] * r["keys_per_query"]
+        bwd_ms = max(both - fwd, 0.5 * fwd)
+        row = (int(r["seq"]), int(r["heads"]), int(r["kv_heads"]), f / fwd / 1e9, f / bwd_ms / 1e9)
+        attention.setdefault(r["path"], []).append(row)
+    casts = {(r["kind"], r["mode"]): [] for r in doc.get("fp8_cast") or []}
+    for r in doc.get("fp8_cast") or []:
+        casts[(r["kind"], r["mode"])].append(_num(r["ns_per_elem"]))
+    streams = [_num(r["gbps"]) for r in doc.get("hbm") or [] if r["op"] in ("copy_bf16", "add_bf16")]
+    if not streams:
+        raise ValueError("the compute file has no HBM rows")
+    return ComputeTable(
+        gpu=str(doc.get("gpu", "unknown")),
+        measured=bool(doc.get("measured", False)),
+        source=source,
+        gemm={k: tuple(v) for k, v in gemm.items()},
+        grouped={k: tuple(v) for k, v in grouped.items()},
+        attention={k: tuple(v) for k, v in attention.items()},
+        cast_ns_per_elem={k: statistics.median(v) for k, v in casts.items()},
+        hbm_gbps=statistics.median(streams),
+        fit=dict(doc.get("fit") or {}),
+    )
+
+
+def _log_distance(a: tuple[float, ...], b: tuple[float, ...]) -> float:
+    return math.sqrt(sum(math.log2(x / y) ** 2 for x, y in zip(a, b, strict=True)))
+
+
+def _weighted(rows, key: tuple[float, ...], dims: int, col: int) -> float:
+    """Harmonic inverse-distance mean of column `col` over the nearest rows (exact hit: that row)."""
+    near = sorted(rows, key=lambda r: _log_distance(r[:dims], key))[:GEMM_NEIGHBOURS]
+    weights, inverse = 0.0, 0.0
+    for r in near:
+        d = _log_distance(r[:dims], key)
+        if d < 1e-9:
+            return r[col]
+        w = 1.0 / (d * d)
+        weights += w
+        inverse += w / r[col]
+    return weights / inverse
+
+
+@cache
+def gemm_tflops(table: ComputeTable, dtype: str, op: str, m: int, k: int, n: int) -> float:
+    """Sustained TFLOP/s of one GEMM (2*m*k*n FLOPs). fp8 falls back to bf16 where the table has no fp8 rows; an op
+    with no rows of its own reads the forward's."""
+    rows = table.gemm.get((dtype, op)) or table.gemm.get((dtype, "fwd"))
+    if not rows:
+        if dtype == "bf16":
+            raise ValueError("the compute table has no bf16 GEMM rows")
+        return gemm_tflops(table, "bf16", op, m, k, n)
+    return _weighted(rows, (m, k, n), 3, 3)
+
+
+@cache
+def grouped_tflops(table: ComputeTable, impl: str, rows_total: int, k: int, n: int) -> float:
+    """TFLOP/s of an MoE expert GEMM over rows_total = tokens x top_k rows (balanced routing); the dense GEMM of
+    one expert's share when the table has no grouped rows of that implementation."""
+    rows = table.grouped.get(impl)
+    if rows:
+        return _weighted(rows, (rows_total, k, n), 3, 3)
+    return gemm_tflops(table, "fp32" if impl == "loop_fp32" else "bf16", "fwd", rows_total, k, n)
+
+
+@cache
+def attention_tflops(table: ComputeTable, path: str, seq: int, heads: int, kv_heads: int) -> tuple[float, float]:
+    """(forward, backward) TFLOP/s on the forward's executed FLOPs of one attention call on `path`. eager reads
+    dense SDPA's rates; flex without rows reads the flash path's."""
+    path = {"eager": "sdpa_dense"}.get(path, path)
+    rows = table.attention.get(path) or table.attention.get("sdpa_causal") or table.attention.get("sdpa_dense")
+    if not rows:
+        raise ValueError("the compute table has no attention rows")
+    key = (seq, heads, kv_heads)
+    return _weighted(rows, key, 3, 3), _weighted(rows, key, 3, 4)
+
+
+def cast_ns(table: ComputeTable, kind: str, compiled: bool) -> float | None:
+    """ns per element of a float8 cast (kind cast | cast_transpose); None when the table has none."""
+    mode = "compiled" if compiled else "eager"
+    return table.cast_ns_per_elem.get((kind, mode)) or table.cast_ns_per_elem.get((kind, "eager"))
+
+
+def scaled(table: ComputeTable, gpu: str, compute_ratio: float, memory_ratio: float, fp8: bool) -> ComputeTable:
+    """`table` for another GPU: every compute rate x compute_ratio (catalog dense bf16 peak over the measured
+    GPU's), HBM x memory_ratio and the casts / memory_ratio; no fp8 rows where the part has no fp8 tensor cores."""
+
+    def gemm_rows(rows):
+        return tuple((m, k, n, t * compute_ratio) for m, k, n, t in rows)
+
+    gemm = {key: gemm_rows(rows) for key, rows in table.gemm.items() if fp8 or key[0] != "fp8"}
+    grouped = {impl: gemm_rows(rows) for impl, rows in table.grouped.items()}
+    attention = {
+        p: tuple((s, h, kv, f * compute_ratio, b * compute_ratio) for s, h, kv, f, b in rows)
+        for p, rows in table.attention.items()
+    }
+    casts = {k: v / memory_ratio for k, v in table.cast_ns_per_elem.items()} if fp8 else {}
+    return replace(
+        table,
+        gpu=gpu,
+        measured=False,
+        source=f"scaled from the {table.gpu} table by the GPU catalog (compute x{compute_ratio:.2f}, memory "
+        f"x{memory_ratio:.2f}), not measured",
+        gemm=gemm,
+        grouped=grouped,
+        attention=attention,
+        cast_ns_per_elem=casts,
+        hbm_gbps=table.hbm_gbps * memory_ratio,
+    )

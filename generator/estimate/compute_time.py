@@ -1,0 +1,108 @@
+"""GPU time of one optimizer step's operators, priced from a ComputeTable (estimate.compute_table): each GEMM at its
+own measured rate by shape and dtype, the MoE experts as grouped GEMMs, attention by kernel path, float8 casts per
+element, the elementwise chain (estimate.passes) at the measured HBM rate. Pure."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from generator.catalog import strategies as catalog
+from generator.estimate import operators as ops
+from generator.estimate.attention import kernel_path, keys_per_query
+from generator.estimate.compute_source import fitted
+from generator.estimate.compute_table import ComputeTable, attention_tflops, cast_ns, gemm_tflops, grouped_tflops
+from generator.estimate.passes import elementwise_bytes
+from generator.estimate.types import Workload
+from generator.model.types import ModelSpec
+
+ELEMENTWISE_SCALE = "elementwise_scale"
+"""fit.json key: measured elementwise time over the bytes estimate.passes counts at the table's HBM rate."""
+
+
+@dataclass(frozen=True)
+class ComputeTime:
+    gemm_s: float
+    """Dense GEMMs (Linears, lm_head, LoRA's rank-r pair), all micro-steps, recompute included."""
+    experts_s: float
+    """MoE expert grouped GEMMs."""
+    attention_s: float
+    """Attention kernels (scores and values), forward + backward + recompute."""
+    elementwise_s: float
+    """Norms, residual adds, RoPE, SwiGLU, MoE shuffle, loss (estimate.passes) at the measured HBM rate."""
+    fp8_cast_s: float
+    """torchao's float8 amax + cast (+ transpose) passes."""
+
+    @property
+    def total_s(self) -> float:
+        return self.gemm_s + self.experts_s + self.attention_s + self.elementwise_s + self.fp8_cast_s
+
+
+def forward_passes(workload: Workload) -> int:
+    """Forward passes per micro-step: activation checkpointing reruns the forward inside backward."""
+    return 2 if workload.grad_checkpointing else 1
+
+
+def expert_impl(workload: Workload, strategy: str) -> str:
+    """How transformers runs the experts: torch._grouped_mm in bf16, but with fp32 weights at compute time (DDP of
+    an fp32-loaded model; FSDP and DeepSpeed compute in bf16) its fallback casts the input to the weights' dtype and
+    loops over the experts in fp32 (transformers' grouped_mm_fallback; issue 26's Mixtral full fine-tune)."""
+    fp32 = catalog.strategy(strategy).framework == "ddp" and workload.load_dtype == "fp32"
+    return "loop_fp32" if fp32 and workload.method != "qlora" else "grouped_mm"
+
+
+def _gemm_s(table: ComputeTable, model: ModelSpec, workload: Workload, fwd: int) -> float:
+    total = 0.0
+    for g in ops.gemms(model, workload):
+        rate = gemm_tflops(table, g.dtype, g.op, g.m, g.k, g.n) * 1e12
+        total += g.flops / rate * (fwd if g.passes == "forward" else 1)
+    return total
+
+
+def _experts_s(table: ComputeTable, model: ModelSpec, workload: Workload, fwd: int, impl: str) -> float:
+    tokens = workload.seq_len * workload.micro_batch
+    if impl not in table.grouped and impl == "grouped_mm":
+        impl = "loop_bf16"
+    total = 0.0
+    for ex in ops.experts(model, workload):
+        rows = tokens * ex.top_k
+        flops = 2.0 * rows * ex.k_in * ex.n_out * ex.count
+        forward = flops / (grouped_tflops(table, impl, rows, ex.k_in, ex.n_out) * 1e12)
+        backward = flops / (grouped_tflops(table, impl, rows, ex.n_out, ex.k_in) * 1e12)
+        total += fwd * forward + backward * (2 if ex.trained else 1)
+    return total
+
+
+def _attention_s(table: ComputeTable, model: ModelSpec, workload: Workload, fwd: int) -> float:
+    path = kernel_path(model, workload)
+    flops = 4.0 * workload.micro_batch * workload.seq_len * model.num_heads * model.head_dim
+    flops *= keys_per_query(model, workload) * model.num_layers
+    f_rate, b_rate = attention_tflops(table, path, workload.seq_len, model.num_heads, model.num_kv_heads)
+    return flops * (fwd / (f_rate * 1e12) + 1 / (b_rate * 1e12))
+
+
+def _fp8_cast_s(table: ComputeTable, model: ModelSpec, workload: Workload, fwd: int) -> float:
+    """Per element: 'cast' (amax + scale + cast) for the input each forward, the output gradient and the weight
+    each forward; 'cast_transpose' for the saved input recast for the weight gradient and the weight's transposed
+    copy for the input gradient. Compiled rates: fp8 always compiles the decoder layers."""
+    el = ops.fp8_cast_elements(model, workload)
+    if not any(el.values()):
+        return 0.0
+    cast = cast_ns(table, "cast", compiled=True) or 0.0
+    trans = cast_ns(table, "cast_transpose", compiled=True) or cast
+    return 1e-9 * (
+        cast * (fwd * el["input"] + el["grad"] + fwd * el["weight"]) + trans * (el["input_t"] + el["weight"])
+    )
+
+
+def compute_time(table: ComputeTable, model: ModelSpec, workload: Workload, strategy: str) -> ComputeTime:
+    """The step's operator time on one GPU (all grad_accum micro-steps)."""
+    fwd, n = forward_passes(workload), workload.grad_accum
+    scale = fitted(ELEMENTWISE_SCALE, 1.0)
+    elementwise = elementwise_bytes(model, workload, fwd) * scale / (table.hbm_gbps * 1e9)
+    return ComputeTime(
+        gemm_s=n * _gemm_s(table, model, workload, fwd),
+        experts_s=n * _experts_s(table, model, workload, fwd, expert_impl(workload, strategy)),
+        attention_s=n * _attention_s(table, model, workload, fwd),
+        elementwise_s=n * elementwise,
+        fp8_cast_s=n * _fp8_cast_s(table, model, workload, fwd),
+    )

@@ -1,0 +1,170 @@
+"""A training step as the operators it runs, from the model's config: every GEMM with its shape and dtype, the MoE
+experts as grouped GEMMs, and the FLOPs each pass executes. Pure; timing.py prices them with a ComputeTable.
+
+Per decoder layer: q (h -> heads*d), k and v (h -> kv_heads*d), o (heads*d -> h); dense MLP gate and up
+(h -> i) and down (i -> h), or for a mixture of experts the router (h -> E) and the routed experts as two grouped
+GEMMs over tokens x top_k rows (gate/up fused 2i wide, down; transformers 5's fused expert parameters); then lm_head
+over the real vocabulary (a tied lm_head still multiplies). The attention and QKV biases (Qwen2) are GEMM epilogues
+(cuBLAS adds them in the same kernel) and take no time of their own here. LoRA adds rank-r GEMMs beside each adapted
+Linear: A (in -> r) and B (r -> out).
+
+Each Linear runs forward x @ W^T (m=tokens, k=in, n=out), the input gradient dY @ W (tokens, out, in) and, only when
+its weight trains, the weight gradient dY^T @ X (out, tokens, in). Float8 (torchao, train.py's filter in
+training/precision.py): every decoder Linear whose dims divide by 16 runs its GEMMs in float8, not lm_head, not the
+LoRA adapters, not the router when its width does not divide by 16, and not the MoE experts (they are parameters
+of one module, not nn.Linear, so torchao never converts them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from generator.estimate.types import Workload
+from generator.model.types import ModelSpec
+
+FP8_DIM_MULTIPLE = 16
+"""torch._scaled_mm's alignment: the float8 filter converts a Linear only when both dims divide by it."""
+LORA_TARGETS_DENSE = ("q", "k", "v", "o", "gate", "up", "down")
+"""Adapted Linears (train.py's --lora-targets default); a mixture of experts adapts only q/k/v/o (the experts are
+not nn.Linear), as estimate/activations.py counts them."""
+
+
+@dataclass(frozen=True)
+class Linear:
+    name: str
+    """q, k, v, o, gate, up, down, router, lm_head, or lora_A / lora_B of one of them."""
+    k_in: int
+    """in_features."""
+    n_out: int
+    """out_features."""
+    count: int
+    """Instances in the model (layers x per layer)."""
+    trained: bool
+    """Its weight gets a gradient (full fine-tuning; the LoRA adapters)."""
+    fp8: bool
+    """Runs in float8 under --precision fp8."""
+
+
+@dataclass(frozen=True)
+class Experts:
+    name: str
+    """gate_up or down."""
+    k_in: int
+    n_out: int
+    num_experts: int
+    top_k: int
+    """Rows per token: each token passes through top_k experts."""
+    count: int
+    """Layers."""
+    trained: bool
+
+
+def _aligned(*dims: int) -> bool:
+    return all(d % FP8_DIM_MULTIPLE == 0 for d in dims)
+
+
+def lora_targets(model: ModelSpec) -> tuple[str, ...]:
+    return tuple(t for t in LORA_TARGETS_DENSE if not (model.num_experts and t in ("gate", "up", "down")))
+
+
+def linears(model: ModelSpec, workload: Workload) -> list[Linear]:
+    """Every dense GEMM-bearing Linear of the model, LoRA's adapters included."""
+    h, q, kv = model.hidden_size, model.num_heads * model.head_dim, model.num_kv_heads * model.head_dim
+    i, layers, full = model.intermediate_size, model.num_layers, workload.method == "full"
+    dims = {"q": (h, q), "k": (h, kv), "v": (h, kv), "o": (q, h)}
+    if model.num_experts:
+        dims["router"] = (h, model.num_experts)
+    else:
+        dims.update({"gate": (h, i), "up": (h, i), "down": (i, h)})
+    out = [Linear(n, a, b, layers, full, _aligned(a, b)) for n, (a, b) in dims.items()]
+    out.append(Linear("lm_head", h, model.vocab_size, 1, full, False))
+    if workload.method != "full":
+        r = workload.lora_r
+        for t in lora_targets(model):
+            a, b = dims[t]
+            out += [Linear(f"lora_A.{t}", a, r, layers, True, False), Linear(f"lora_B.{t}", r, b, layers, True, False)]
+    return out
+
+
+def experts(model: ModelSpec, workload: Workload) -> list[Experts]:
+    """The routed experts' two grouped GEMMs per layer (none for a dense model)."""
+    if not model.num_experts:
+        return []
+    h, i, e, k = model.hidden_size, model.intermediate_size, model.num_experts, max(model.experts_per_token, 1)
+    full = workload.method == "full"
+    return [Experts("gate_up", h, 2 * i, e, k, model.num_layers, full),
+            Experts("down", i, h, e, k, model.num_layers, full)]  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Gemm:
+    """One GEMM call shape: 2*m*k*n FLOPs."""
+
+    m: int
+    k: int
+    n: int
+    op: str
+    """fwd | dgrad | wgrad (compute_table rows are keyed the same way)."""
+    dtype: str
+    """bf16 | fp8."""
+    calls: int
+    """How many times per pass (instances in the model)."""
+    passes: str
+    """forward | backward: which pass runs it (forward reruns under activation checkpointing)."""
+
+    @property
+    def flops(self) -> float:
+        return 2.0 * self.m * self.k * self.n * self.calls
+
+
+def gemms(model: ModelSpec, workload: Workload) -> list[Gemm]:
+    """Every dense GEMM of one micro-step (tokens = micro-batch x sequence), forward and backward."""
+    tokens = workload.seq_len * workload.micro_batch
+    fp8 = workload.precision == "fp8"
+    out: list[Gemm] = []
+    for lin in linears(model, workload):
+        dtype = "fp8" if fp8 and lin.fp8 else "bf16"
+        out.append(Gemm(tokens, lin.k_in, lin.n_out, "fwd", dtype, lin.count, "forward"))
+        out.append(Gemm(tokens, lin.n_out, lin.k_in, "dgrad", dtype, lin.count, "backward"))
+        if lin.trained:
+            out.append(Gemm(lin.n_out, tokens, lin.k_in, "wgrad", dtype, lin.count, "backward"))
+    return out
+
+
+def gemm_flops(model: ModelSpec, workload: Workload) -> tuple[float, float]:
+    """(forward, backward) FLOPs per micro-step of the dense GEMMs and the experts' grouped GEMMs, executed once each
+    (the recompute of activation checkpointing not counted)."""
+    fwd = sum(g.flops for g in gemms(model, workload) if g.passes == "forward")
+    bwd = sum(g.flops for g in gemms(model, workload) if g.passes == "backward")
+    tokens = workload.seq_len * workload.micro_batch
+    for ex in experts(model, workload):
+        one = 2.0 * tokens * ex.top_k * ex.k_in * ex.n_out * ex.count
+        fwd += one
+        bwd += one * (2 if ex.trained else 1)
+    return fwd, bwd
+
+
+def executed_flops_per_token(model: ModelSpec, workload: Workload, attention_flops: float) -> float:
+    """Model FLOPs per trained token on what the step executes once (MFU's numerator): the forward GEMMs, the
+    input-gradient GEMMs, the weight-gradient GEMMs of trained weights only (a frozen base has none; LoRA's rank-r
+    GEMMs count), and `attention_flops` (the kernel's own score work, forward + backward). Recompute is not counted;
+    float8 GEMMs count as the bf16 FLOPs they replace (bf16-equivalent)."""
+    fwd, bwd = gemm_flops(model, workload)
+    return (fwd + bwd) / (workload.seq_len * workload.micro_batch) + attention_flops
+
+
+def fp8_cast_elements(model: ModelSpec, workload: Workload) -> dict[str, float]:
+    """Elements per micro-step the float8 Linears cast (torchao tensorwise), by kind, one forward pass apart:
+    'input' (the activation, each forward), 'grad' (the output gradient, backward), 'input_t' (the saved input
+    recast transposed for the weight gradient: trained weights only), 'weight' (amax + cast + transposed copy of
+    each float8 weight, each forward). Zero without fp8."""
+    if workload.precision != "fp8":
+        return {"input": 0.0, "grad": 0.0, "input_t": 0.0, "weight": 0.0}
+    tokens = workload.seq_len * workload.micro_batch
+    conv = [lin for lin in linears(model, workload) if lin.fp8]
+    return {
+        "input": float(sum(tokens * lin.k_in * lin.count for lin in conv)),
+        "grad": float(sum(tokens * lin.n_out * lin.count for lin in conv)),
+        "input_t": float(sum(tokens * lin.k_in * lin.count for lin in conv if lin.trained)),
+        "weight": float(sum(lin.k_in * lin.n_out * lin.count for lin in conv)),
+    }

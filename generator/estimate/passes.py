@@ -1,0 +1,70 @@
+"""Memory-bound passes between the GEMMs: HBM bytes per token of the norms, residual adds, RoPE, SwiGLU, the MoE
+token shuffle and the loss, counted from the ops each runs (transformers 5 eager code, bf16 activations, 2 bytes an
+element). timing.py divides them by the table's measured HBM bandwidth, times ELEMENTWISE_SCALE (fitted, see
+bench/fit_compute.py) for what counting misses (launch gaps between small kernels, partial-bandwidth reductions).
+
+Forward, per decoder layer and token (h hidden, q = heads x d, kv = kv_heads x d, i intermediate):
+- RMSNorm, twice: to(fp32) r2 w4, pow r4 w4, mean r4, x*rsqrt r4 w4, to(bf16) r4 w2, weight* r2 w2 = 36 bytes/elem.
+- residual adds, twice: r2 r2 w2 = 6.
+- RoPE on q and k: q*cos r2 w2, rotate_half (slice, neg, cat) r2 w2 + r2 w2, *sin r2 w2, add r2 r2 w2 = 18 / elem.
+- attention output transpose(1, 2).contiguous(): r2 w2 over q.
+- SwiGLU: silu(gate) r2 w2, * up r2 r2 w2 = 10 over i (per routed expert for an MoE: top_k x i).
+- MoE: router softmax/top-k over E (small) and the token gather/scatter, index_select r2 w2 + index_add r2 r2 w2
+  over h, per routed copy (top_k).
+Backward: ELEMENTWISE_BACKWARD_RATIO x the forward (each op reads its saved inputs and the incoming gradient and
+writes one gradient). Loss, per token, once: logits w2 V, .float() r2 w4, log_softmax r4 w4, its backward r4 w4 and
+the cast back r4 w2 = 30 bytes per vocabulary entry.
+Fused paths (Liger's RMSNorm / SwiGLU / RoPE kernels; torch.compile'd decoder layers, where inductor fuses the same
+chains): RMSNorm r2 w2 (+ the residual add folded in), RoPE r2 w2 in place, SwiGLU r2 r2 w2 = 4, 4, 6 bytes/elem;
+Liger's fused linear cross-entropy streams the logits in chunks: 8 bytes per vocabulary entry.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from generator.estimate.types import Workload
+from generator.model.types import ModelSpec
+
+ELEMENTWISE_BACKWARD_RATIO = 2.0
+"""Backward bytes per forward byte of the elementwise chain (read saved input + incoming gradient, write one)."""
+LOSS_BYTES_PER_VOCAB = 30.0
+LIGER_LOSS_BYTES_PER_VOCAB = 8.0
+
+
+@dataclass(frozen=True)
+class PassBytes:
+    layer_forward: float
+    """Bytes per token of one forward of one decoder layer's elementwise chain."""
+    layer_backward: float
+    """... and of its backward."""
+    loss: float
+    """Bytes per token of the loss (forward and backward, once per micro-step)."""
+
+
+def _eager(model: ModelSpec) -> float:
+    h, q, kv = model.hidden_size, model.num_heads * model.head_dim, model.num_kv_heads * model.head_dim
+    k = max(model.experts_per_token, 1) if model.num_experts else 1
+    moe = 10.0 * h * k if model.num_experts else 0.0
+    return 2 * 36.0 * h + 2 * 6.0 * h + 18.0 * (q + kv) + 4.0 * q + 10.0 * model.intermediate_size * k + moe
+
+
+def _fused(model: ModelSpec) -> float:
+    h, q, kv = model.hidden_size, model.num_heads * model.head_dim, model.num_kv_heads * model.head_dim
+    k = max(model.experts_per_token, 1) if model.num_experts else 1
+    moe = 10.0 * h * k if model.num_experts else 0.0
+    return 2 * 4.0 * h + 4.0 * (q + kv) + 4.0 * q + 6.0 * model.intermediate_size * k + moe
+
+
+def pass_bytes(model: ModelSpec, workload: Workload) -> PassBytes:
+    """Elementwise bytes per token: fused when Liger's kernels or the compiled layers take the chain."""
+    per_layer = _fused(model) if workload.liger or workload.layers_compiled else _eager(model)
+    vocab = LIGER_LOSS_BYTES_PER_VOCAB if workload.liger else LOSS_BYTES_PER_VOCAB
+    return PassBytes(per_layer, ELEMENTWISE_BACKWARD_RATIO * per_layer, vocab * model.vocab_size)
+
+
+def elementwise_bytes(model: ModelSpec, workload: Workload, forward_passes: int) -> float:
+    """HBM bytes of the elementwise passes of one micro-step (recompute included)."""
+    b = pass_bytes(model, workload)
+    tokens = workload.seq_len * workload.micro_batch
+    return tokens * (model.num_layers * (forward_passes * b.layer_forward + b.layer_backward) + b.loss)
