@@ -31,6 +31,7 @@ def test_cpu_probe_writes_every_section(tmp_path):
     assert {row["path"] for row in doc["attention"]} == {"sdpa_causal", "sdpa_dense"}
     assert all(row["fwdbwd_ms"] > 0 for row in doc["attention"])
     assert {row["op"] for row in doc["hbm"]} == {"copy_bf16", "add_bf16", "cast_bf16_fp32"}
+    assert {(r["variant"], r["compiled"]) for r in doc["host"]} == {("full", False), ("lora", False)}
     again = probe("--device", "cpu", "--output", str(out))
     assert again.returncode == 2 and b"already exists" in again.stderr
 

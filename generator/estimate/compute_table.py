@@ -43,6 +43,9 @@ class ComputeTable:
     """(kind, mode) -> ns per element; kind cast | cast_transpose, mode eager | compiled."""
     hbm_gbps: float
     """Streaming bandwidth (copies and elementwise ops), GB/s of bytes read + written."""
+    host: dict
+    """(variant full | lora, compiled) -> (forward, backward) host seconds per decoder layer: the CPU time eager
+    PyTorch takes to issue one layer's kernels; {} when not measured (then no host floor)."""
     fit: dict
     """Constants fitted on top of this table (bench/fit_compute.py) and the rows they cite; {} when none."""
 
@@ -80,6 +83,10 @@ def from_document(doc: dict, source: str) -> ComputeTable:
     streams = [_num(r["gbps"]) for r in doc.get("hbm") or [] if r["op"] in ("copy_bf16", "add_bf16")]
     if not streams:
         raise ValueError("the compute file has no HBM rows")
+    host = {}
+    for r in doc.get("host") or []:
+        fwd, both = _num(r["fwd_ms_per_layer"]) / 1e3, _num(r["fwdbwd_ms_per_layer"]) / 1e3
+        host[(r["variant"], bool(r["compiled"]))] = (fwd, max(both - fwd, 0.0))
     return ComputeTable(
         gpu=str(doc.get("gpu", "unknown")),
         measured=bool(doc.get("measured", False)),
@@ -89,6 +96,7 @@ def from_document(doc: dict, source: str) -> ComputeTable:
         attention={k: tuple(v) for k, v in attention.items()},
         cast_ns_per_elem={k: statistics.median(v) for k, v in casts.items()},
         hbm_gbps=statistics.median(streams),
+        host=host,
         fit=dict(doc.get("fit") or {}),
     )
 
@@ -151,9 +159,16 @@ def cast_ns(table: ComputeTable, kind: str, compiled: bool) -> float | None:
     return table.cast_ns_per_elem.get((kind, mode)) or table.cast_ns_per_elem.get((kind, "eager"))
 
 
+def host_layer_s(table: ComputeTable, variant: str, compiled: bool) -> tuple[float, float]:
+    """(forward, backward) host seconds per decoder layer; the eager row where no compiled one was measured, and
+    (0, 0) without host rows."""
+    return table.host.get((variant, compiled)) or table.host.get((variant, False)) or (0.0, 0.0)
+
+
 def scaled(table: ComputeTable, gpu: str, compute_ratio: float, memory_ratio: float, fp8: bool) -> ComputeTable:
     """`table` for another GPU: every compute rate x compute_ratio (catalog dense bf16 peak over the measured
-    GPU's), HBM x memory_ratio and the casts / memory_ratio; no fp8 rows where the part has no fp8 tensor cores."""
+    GPU's), HBM x memory_ratio and the casts / memory_ratio; no fp8 rows where the part has no fp8 tensor cores.
+    The host rows stay (they are the CPU's, not the GPU's)."""
 
     def gemm_rows(rows):
         return tuple((m, k, n, t * compute_ratio) for m, k, n, t in rows)

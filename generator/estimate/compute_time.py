@@ -10,7 +10,14 @@ from generator.catalog import strategies as catalog
 from generator.estimate import operators as ops
 from generator.estimate.attention import kernel_path, keys_per_query
 from generator.estimate.compute_source import fitted
-from generator.estimate.compute_table import ComputeTable, attention_tflops, cast_ns, gemm_tflops, grouped_tflops
+from generator.estimate.compute_table import (
+    ComputeTable,
+    attention_tflops,
+    cast_ns,
+    gemm_tflops,
+    grouped_tflops,
+    host_layer_s,
+)
 from generator.estimate.passes import elementwise_bytes
 from generator.estimate.types import Workload
 from generator.model.types import ModelSpec
@@ -31,10 +38,17 @@ class ComputeTime:
     """Norms, residual adds, RoPE, SwiGLU, MoE shuffle, loss (estimate.passes) at the measured HBM rate."""
     fp8_cast_s: float
     """torchao's float8 amax + cast (+ transpose) passes."""
+    host_s: float = 0.0
+    """CPU time to issue the decoder layers' kernels (the table's host rows): the floor under the GPU time."""
+
+    @property
+    def gpu_s(self) -> float:
+        return self.gemm_s + self.experts_s + self.attention_s + self.elementwise_s + self.fp8_cast_s
 
     @property
     def total_s(self) -> float:
-        return self.gemm_s + self.experts_s + self.attention_s + self.elementwise_s + self.fp8_cast_s
+        """GPU time, or the host's where issuing the kernels takes longer (the GPU then waits between them)."""
+        return max(self.gpu_s, self.host_s)
 
 
 def forward_passes(workload: Workload) -> int:
@@ -42,12 +56,20 @@ def forward_passes(workload: Workload) -> int:
     return 2 if workload.grad_checkpointing else 1
 
 
+EXPERT_CASTING_SCRIPTS = ("train.py",)
+"""Scripts that cast fp32 MoE experts to bf16 for each forward as autocast does for Linears (training/moe.py)."""
+
+
 def expert_impl(workload: Workload, strategy: str) -> str:
-    """How transformers runs the experts: torch._grouped_mm in bf16, but with fp32 weights at compute time (DDP of
-    an fp32-loaded model; FSDP and DeepSpeed compute in bf16) its fallback casts the input to the weights' dtype and
-    loops over the experts in fp32 (transformers' grouped_mm_fallback; issue 26's Mixtral full fine-tune)."""
+    """How the experts run. transformers 5 calls torch._grouped_mm in bf16; with fp32 weights at compute time (DDP
+    of an fp32-loaded model; FSDP2 and DeepSpeed compute in bf16) its grouped_mm_fallback casts the input to the
+    weights' dtype and loops over the experts in fp32, which autocast does not reach (issue 26: Mixtral's full
+    fine-tune ran 10.8x slower than predicted). train.py casts such experts to bf16 per forward (the cast's bytes are
+    timing._cast_bytes'); QLoRA's NF4 experts are one bitsandbytes Linear4bit per expert: a bf16 loop."""
+    if workload.method == "qlora":
+        return "loop_bf16"
     fp32 = catalog.strategy(strategy).framework == "ddp" and workload.load_dtype == "fp32"
-    return "loop_fp32" if fp32 and workload.method != "qlora" else "grouped_mm"
+    return "loop_fp32" if fp32 and workload.script not in EXPERT_CASTING_SCRIPTS else "grouped_mm"
 
 
 def _gemm_s(table: ComputeTable, model: ModelSpec, workload: Workload, fwd: int) -> float:
@@ -94,6 +116,13 @@ def _fp8_cast_s(table: ComputeTable, model: ModelSpec, workload: Workload, fwd: 
     )
 
 
+def _host_s(table: ComputeTable, model: ModelSpec, workload: Workload, fwd: int) -> float:
+    """Host seconds per micro-step: each decoder layer's forward (rerun under checkpointing) and backward."""
+    variant = "full" if workload.method == "full" else "lora"
+    f, b = host_layer_s(table, variant, workload.layers_compiled)
+    return model.num_layers * (fwd * f + b)
+
+
 def compute_time(table: ComputeTable, model: ModelSpec, workload: Workload, strategy: str) -> ComputeTime:
     """The step's operator time on one GPU (all grad_accum micro-steps)."""
     fwd, n = forward_passes(workload), workload.grad_accum
@@ -105,4 +134,5 @@ def compute_time(table: ComputeTable, model: ModelSpec, workload: Workload, stra
         attention_s=n * _attention_s(table, model, workload, fwd),
         elementwise_s=n * elementwise,
         fp8_cast_s=n * _fp8_cast_s(table, model, workload, fwd),
+        host_s=n * _host_s(table, model, workload, fwd),
     )

@@ -49,16 +49,23 @@ def _eager(model: ModelSpec) -> float:
     return 2 * 36.0 * h + 2 * 6.0 * h + 18.0 * (q + kv) + 4.0 * q + 10.0 * model.intermediate_size * k + moe
 
 
-def _fused(model: ModelSpec) -> float:
+def _fused(model: ModelSpec, swiglu_fused: bool) -> float:
     h, q, kv = model.hidden_size, model.num_heads * model.head_dim, model.num_kv_heads * model.head_dim
     k = max(model.experts_per_token, 1) if model.num_experts else 1
     moe = 10.0 * h * k if model.num_experts else 0.0
-    return 2 * 4.0 * h + 4.0 * (q + kv) + 4.0 * q + 6.0 * model.intermediate_size * k + moe
+    swiglu = (6.0 if swiglu_fused else 10.0) * model.intermediate_size * k
+    return 2 * 4.0 * h + 4.0 * (q + kv) + 4.0 * q + swiglu + moe
 
 
 def pass_bytes(model: ModelSpec, workload: Workload) -> PassBytes:
-    """Elementwise bytes per token: fused when Liger's kernels or the compiled layers take the chain."""
-    per_layer = _fused(model) if workload.liger or workload.layers_compiled else _eager(model)
+    """Elementwise bytes per token: fused when Liger's kernels or the compiled layers take the chain. Liger leaves an
+    MoE's experts (and so their SwiGLU) to transformers (training/model.py apply_liger)."""
+    if workload.layers_compiled:
+        per_layer = _fused(model, swiglu_fused=True)
+    elif workload.liger:
+        per_layer = _fused(model, swiglu_fused=not model.num_experts)
+    else:
+        per_layer = _eager(model)
     vocab = LIGER_LOSS_BYTES_PER_VOCAB if workload.liger else LOSS_BYTES_PER_VOCAB
     return PassBytes(per_layer, ELEMENTWISE_BACKWARD_RATIO * per_layer, vocab * model.vocab_size)
 

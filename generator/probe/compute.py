@@ -1,7 +1,7 @@
 """`probe --compute`: measure this GPU's operator rates (GEMMs by shape and dtype, float8 casts, MoE grouped GEMMs,
 attention by kernel path, HBM bandwidth) and return the compute-file document `plan --compute-file` reads.
 
-Sections run in order under their own time boxes (about 80 s in all on an H200; --quick about 30 s); whatever a box
+Sections run in order under their own time boxes (about 90 s in all on an H200; --quick about 30 s); whatever a box
 cuts is listed under "skipped". Document (version 1; units in each key's name or in "units"):
 
 {"version": 1, "kind": "compute", "gpu": str, "device": "cuda" | "cpu", "measured": true, "env": {...},
@@ -11,7 +11,8 @@ cuts is listed under "skipped". Document (version 1; units in each key's name or
  "grouped_gemm": [{impl, op, experts, top_k, tokens, k, n, ms, tflops}],
  "attention": [{path, heads, kv_heads, head_dim, seq, mb, doc, keys_per_query, fwd_ms, fwdbwd_ms, fwd_tflops,
                 fwdbwd_tflops}],
- "hbm": [{op, bytes, ms, gbps}], "skipped": [str]}
+ "hbm": [{op, bytes, ms, gbps}],
+ "host": [{variant, compiled, layers, tokens, fwd_ms_per_layer, fwdbwd_ms_per_layer}], "skipped": [str]}
 """
 
 from __future__ import annotations
@@ -36,10 +37,11 @@ class Budget:
     grouped: float
     attention: float
     flex: float
+    host: float
 
 
-FULL = Budget(gemm_bf16=24.0, gemm_fp8=16.0, cast=8.0, grouped=8.0, attention=12.0, flex=14.0)
-QUICK = Budget(gemm_bf16=8.0, gemm_fp8=6.0, cast=3.0, grouped=3.0, attention=5.0, flex=0.0)
+FULL = Budget(gemm_bf16=20.0, gemm_fp8=14.0, cast=8.0, grouped=6.0, attention=12.0, flex=12.0, host=30.0)
+QUICK = Budget(gemm_bf16=8.0, gemm_fp8=6.0, cast=3.0, grouped=3.0, attention=5.0, flex=0.0, host=4.0)
 
 
 def _gemms(device: str, model: ModelSpec | None, quick: bool) -> tuple[list[grid.Gemm], list[grid.Gemm]]:
@@ -149,6 +151,10 @@ def measure(device: str, model: ModelSpec | None, quick: bool, on_section=None) 
         clock.skipped.append("flex attention: skipped (--quick or CPU: its compile takes ~10 s per shape)")
     step("HBM bandwidth")
     doc["hbm"] = hbm_rows(clock, 1 << 30 if cuda else 1 << 20)
+    step("host time per layer (eager, compiled)")
+    from generator.probe.compute_host import host_rows
+
+    doc["host"] = host_rows(clock, compiled=cuda and not quick, budget_s=budget.host)
     name = torch.cuda.get_device_name() if cuda else "cpu"
     return {
         "version": VERSION,
@@ -168,6 +174,8 @@ def measure(device: str, model: ModelSpec | None, quick: bool, on_section=None) 
             "copy), eager and torch.compile'd",
             "grouped_gemm": "balanced top-k routing; torch._grouped_mm bf16 and the per-expert loop (bf16, fp32)",
             "hbm": "1 GiB bf16 tensors (bytes read + written)",
+            "host": "wall time per layer of a tiny eager (or compiled) decoder layer stack, synchronised: the CPU "
+            "cost of issuing the layer's kernels (generator/probe/compute_host.py)",
             "measured_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "seconds": round(time.monotonic() - started, 1),
             "quick": quick,

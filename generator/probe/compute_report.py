@@ -30,6 +30,11 @@ def print_summary(console, doc: dict) -> None:
         rows = [r["fwdbwd_tflops"] for r in doc["attention"] if r["path"] == path]
         table.add_row(f"attention {path}", str(len(rows)), _span(rows), "TFLOP/s fwd+bwd")
     table.add_row("HBM", str(len(doc["hbm"])), _span([r["gbps"] for r in doc["hbm"]]), "GB/s")
+    for r in doc.get("host", []):
+        name = f"host {r['variant']}" + (" compiled" if r["compiled"] else "")
+        table.add_row(
+            name, "1", f"{r['fwd_ms_per_layer']:.3g} fwd / {r['fwdbwd_ms_per_layer']:.3g} fwd+bwd", "ms/layer"
+        )
     console.print(table)
     for line in doc["skipped"][:8]:
         console.print(f"[yellow]skipped[/]: {line}")
