@@ -53,7 +53,13 @@ def _callable(path: str, q, k, v, seq: int, doc: int, device: str):
     heads, kv = q.shape[1], k.shape[1]
     if path == "sdpa_causal":
         gqa = heads != kv
-        return lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa), (seq + 1) / 2
+        try:  # transformers passes GQA's k/v unrepeated where SDPA takes enable_gqa (torch >= 2.5)
+            F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
+            return lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa), (seq + 1) / 2
+        except (RuntimeError, TypeError):
+            n = heads // kv
+            fn = lambda: F.scaled_dot_product_attention(q, _repeat(k, n), _repeat(v, n), is_causal=True)  # noqa: E731
+            return fn, (seq + 1) / 2
     if path == "sdpa_dense":
         mask = torch.ones(seq, seq, device=device, dtype=torch.bool).tril()[None, None].expand(q.shape[0], 1, -1, -1)
         n = heads // kv
