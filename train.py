@@ -159,7 +159,7 @@ def train(args: argparse.Namespace) -> int:
 
     # -- the start record ----------------------------------------------------------------------------------------------
     log = JsonLog(args.log_file, main)
-    flops = flops_per_token(spec, args.seq_len)
+    flops = flops_per_token(spec, args.seq_len, workload if spec is not None else None)
     peak_tflops = gpu_peak_tflops()
     predicted, predicted_src = predicted_peak_gb(accelerator, spec, workload, strategy)
     log.write(

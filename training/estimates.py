@@ -44,10 +44,17 @@ def estimator_inputs(args, config, ga: int, grad_ckpt: bool, mixed_precision: st
         return None, f"estimator cannot size the model ({first_line(exc)})"
 
 
-def flops_per_token(spec, seq_len: int) -> float | None:
-    """The estimator's 6N + 12*L*h*s; None when it could not size the model (MFU is then reported as None)."""
+def flops_per_token(spec, seq_len: int, workload=None) -> float | None:
+    """MFU's FLOPs per token, as the plan counts them (generator.estimate.timing.model_flops_per_token): what the
+    step executes once (a frozen base has no weight-gradient GEMMs; attention as its kernel computes it; no
+    recompute; float8 as bf16-equivalent). Without a workload, the 6N + 12*L*h*s convention. None when the estimator
+    could not size the model (MFU is then reported as None)."""
     if spec is None:
         return None
+    if workload is not None:
+        from generator.estimate.timing import model_flops_per_token
+
+        return float(model_flops_per_token(spec, workload))
     from generator.model import flops_per_token as model_flops
 
     return float(model_flops(spec, seq_len))
