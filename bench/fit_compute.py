@@ -104,24 +104,50 @@ def provisional_document() -> dict:
     }
 
 
-def fit_rows(rows: list) -> list:
-    """Single-GPU full fine-tunes under bf16 autocast in eager mode, SDPA or flex, fit rows only (no Liger, no
-    compiled layers, no fp8, not the scripts): where the elementwise chain is the eager one the scale describes."""
-    return [
-        r for r in rows
-        if r.role == "fit" and r.tps is not None and r.status == "ok" and r.gpus == 1 and r.method == "full"
-        and r.script == "train.py" and not (r.liger or r.compiled or r.compiled_layers) and r.precision == "bf16"
-    ]  # fmt: skip
+def _ok(r) -> bool:
+    return r.role == "fit" and r.tps is not None and r.status == "ok" and r.script == "train.py" and not r.compiled
 
 
-def lora_fit_rows(rows: list) -> list:
-    """Single-GPU LoRA rows of train.py under bf16 autocast, eager layers, fit rows only (the compiled LoRA row fits
-    COMPILED_ADAPTER_FUSED, so it stays out)."""
-    return [
-        r for r in rows
-        if r.role == "fit" and r.tps is not None and r.status == "ok" and r.gpus == 1 and r.method == "lora"
-        and r.script == "train.py" and not (r.compiled or r.compiled_layers) and r.precision == "bf16"
-    ]  # fmt: skip
+def full_rows(rows: list) -> list:
+    """Single-GPU full fine-tunes under bf16 autocast in eager mode, SDPA or flex (no Liger, no compiled layers, no
+    fp8): where the elementwise chain is the eager one the scale describes."""
+    return [r for r in rows if _ok(r) and r.gpus == 1 and r.method == "full" and not (r.liger or r.compiled_layers)
+            and r.precision == "bf16" and r.strategy in ("ddp", "fsdp")]  # fmt: skip
+
+
+def lora_rows(rows: list) -> list:
+    """LoRA under DDP / FSDP2, eager layers, bf16, no Liger (the compiled LoRA row fits compiled_adapter_fused)."""
+    return [r for r in rows if _ok(r) and r.method == "lora" and not (r.liger or r.compiled_layers)
+            and r.precision == "bf16" and r.strategy in ("ddp", "fsdp")]  # fmt: skip
+
+
+def qlora_rows(rows: list) -> list:
+    return [r for r in rows if _ok(r) and r.method == "qlora"]
+
+
+def zero12_rows(rows: list) -> list:
+    return [r for r in rows if _ok(r) and r.strategy in ("zero1", "zero2")]
+
+
+def zero3_rows(rows: list) -> list:
+    return [r for r in rows if _ok(r) and r.strategy == "zero3"]
+
+
+def compiled_lora_rows(rows: list) -> list:
+    return [r for r in rows if _ok(r) and r.method == "lora" and r.compiled_layers and r.precision == "bf16"]
+
+
+FITS = (
+    ("elementwise_scale", full_rows, 6.0),
+    ("lora_bytes_per_token_width", lora_rows, 40.0),
+    ("qlora_dequant_bytes_per_param", qlora_rows, 100.0),
+    ("deepspeed_overhead_s_per_bparam", zero12_rows, 0.1),
+    ("zero3_overhead_s_per_pass_per_bparam", zero3_rows, 0.1),
+    ("compiled_adapter_fused", compiled_lora_rows, 1.0),
+)
+"""Fitted in this order, each with the ones before it held: (fit.json key, its rows, upper bound of the search). The
+first is the operator model's own; the others were fitted on residuals of the former compute term
+(generator/estimate/timing.py says which rows), so they are refitted on the same rows on top of the new one."""
 
 
 @contextmanager
@@ -135,39 +161,43 @@ def constants(values: dict):
         compute_source.fit_constants = saved
 
 
-def _steps(rows, busbw, table) -> list[float]:
+def _errors(rows, busbw, table, values: dict) -> dict[str, float]:
+    """Row label -> tokens/s error (%) with the fitted constants `values`."""
     from generator.estimate import estimate
 
     mistral = load_model("mistral-7b")
-    return [estimate(mistral, r.workload, replace(placement(r.gpus, busbw), compute=table), r.strategy).step_s
-            for r in rows]  # fmt: skip
+    out = {}
+    with constants(values):
+        for r in rows:
+            model = getattr(r, "spec", None) or mistral
+            e = estimate(model, r.workload, replace(placement(r.gpus, busbw), compute=table), r.strategy)
+            out[f"{r.source}: {r.label}"] = 100 * (e.tokens_per_s_per_gpu / r.tps - 1)
+    return out
 
 
 def fit_constant(name: str, rows, busbw, table, others: dict, hi: float) -> tuple[float, dict]:
-    """Minimax over `rows` of |predicted / measured tokens/s - 1| for the constant `name` in [0, hi]: the step time
-    is linear in it (two evaluations give each row's line), so a fine grid finds the optimum exactly enough."""
-    with constants({**others, name: 0.0}):
-        s0 = _steps(rows, busbw, table)
-    with constants({**others, name: 1.0}):
-        s1 = _steps(rows, busbw, table)
-    lines = [(r, a, b - a) for r, a, b in zip(rows, s0, s1, strict=True)]
-
-    def errors(c):
-        return {f"{r.source}: {r.label}": 100 * (r.seq_len * r.micro_batch * r.grad_accum / (a + c * d) / r.tps - 1)
-                for r, a, d in lines}  # fmt: skip
+    """Minimax over `rows` of |predicted / measured tokens/s - 1| for the constant `name` in [0, hi]. Each row's
+    error falls monotonically as the constant (a cost) grows, so the worst one is unimodal: golden-section search on
+    the real estimates."""
 
     def worst(c):
-        return max(abs(v) for v in errors(c).values())
+        return max(abs(v) for v in _errors(rows, busbw, table, {**others, name: c}).values())
 
-    best = min((hi * i / 2000 for i in range(2001)), key=worst)
-    return best, errors(best)
-
-
-FITS = (
-    ("elementwise_scale", fit_rows, 6.0),
-    ("lora_bytes_per_token_width", lora_fit_rows, 40.0),
-)
-"""Fitted in this order, each with the ones before it held: (fit.json key, its rows, upper bound of the search)."""
+    lo, top = 0.0, hi
+    g = (5**0.5 - 1) / 2
+    a, b = top - g * (top - lo), lo + g * (top - lo)
+    fa, fb = worst(a), worst(b)
+    for _ in range(60):
+        if fa <= fb:
+            top, b, fb = b, a, fa
+            a = top - g * (top - lo)
+            fa = worst(a)
+        else:
+            lo, a, fa = a, b, fb
+            b = lo + g * (top - lo)
+            fb = worst(b)
+    best = (lo + top) / 2
+    return best, _errors(rows, busbw, table, {**others, name: best})
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -195,13 +225,18 @@ def main(argv: list[str] | None = None) -> int:
     values: dict = {}
     for name, select, hi in FITS:
         chosen = select(rows)
+        if not chosen:
+            print(f"{name}: no rows, left at the estimator's default")
+            continue
         value, errors = fit_constant(name, chosen, busbw, table, values, hi)
-        values[name] = round(value, 4)
-        print(f"{name} = {value:.4f} (minimax on {len(chosen)} fit rows)")
+        value = float(f"{value:.4g}")
+        errors = _errors(chosen, busbw, table, {**values, name: value})
+        values[name] = value
+        print(f"{name} = {value:.4g} (minimax on {len(chosen)} fit rows)")
         for label, err in sorted(errors.items()):
             print(f"  {err:+6.1f}%  {label}")
         fit[name] = {
-            "value": round(value, 4),
+            "value": value,
             "objective": "minimax |predicted/measured tokens/s - 1| over the rows",
             "rows": sorted(errors),
             "errors_pct": {k: round(v, 2) for k, v in sorted(errors.items())},

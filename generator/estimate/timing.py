@@ -69,9 +69,11 @@ ZERO3_OVERHEAD_S_PER_PASS_PER_BPARAM = 0.0183
 # Not measured under FSDP/DeepSpeed, whose bf16 activation stream should make the adapters somewhat cheaper.
 LORA_BYTES_PER_TOKEN_WIDTH = 12.7
 LORA_BACKWARD_PASSES = 3.0
-# With the operator model (issue 26) the rank-r GEMMs are priced from the rate table and the elementwise chain apart,
-# so bench/fit_compute.py refits the bytes per width on the single-GPU LoRA fit rows (generator/compute/fit.json,
-# key below, with its rows); 12.7 above stays the value without a fit file.
+# Issue 26: the constants of this module that were fitted on residuals of the former compute term (the DeepSpeed and
+# ZeRO-3 overheads, the LoRA adapter bytes, the QLoRA dequantisation bytes, the compiled adapter share) are refitted
+# by bench/fit_compute.py on the same rows on top of the operator model; generator/compute/fit.json holds each value
+# with its rows and their errors and is what the estimator reads (fitted(key, default)); the values written here are
+# the defaults without a fit file (the former fit).
 LORA_BYTES_KEY = "lora_bytes_per_token_width"
 # Share of those adapter passes that disappear when each decoder layer is compiled (train.py --compile-layers, and
 # always under fp8): inductor fuses peft's casts, scaling and add into the neighbouring kernels. Fitted to one row, bf16
@@ -193,7 +195,7 @@ def _adapter_bytes(model: ModelSpec, workload: Workload) -> float:
         return 0.0
     tokens = workload.seq_len * workload.micro_batch * workload.grad_accum
     passes = _forward_passes(workload) + LORA_BACKWARD_PASSES
-    fused = COMPILED_ADAPTER_FUSED if workload.layers_compiled else 0.0
+    fused = fitted("compiled_adapter_fused", COMPILED_ADAPTER_FUSED) if workload.layers_compiled else 0.0
     width_bytes = fitted(LORA_BYTES_KEY, LORA_BYTES_PER_TOKEN_WIDTH)
     return tokens * lora_params(model, 1) * width_bytes * passes * (1 - fused)
 
@@ -204,7 +206,9 @@ def _dequant_bytes(model: ModelSpec, workload: Workload) -> float:
         return 0.0
     quantised = model.params_total - qlora_unquantised_params(model)
     uses = _forward_passes(workload) + 1
-    return workload.grad_accum * quantised * uses * QLORA_DEQUANT_BYTES_PER_PARAM
+    return (
+        workload.grad_accum * quantised * uses * fitted("qlora_dequant_bytes_per_param", QLORA_DEQUANT_BYTES_PER_PARAM)
+    )
 
 
 def _deepspeed_s(model: ModelSpec, workload: Workload, strategy: str) -> float:
@@ -213,11 +217,12 @@ def _deepspeed_s(model: ModelSpec, workload: Workload, strategy: str) -> float:
     stage = catalog.strategy(strategy).zero_stage
     if stage == 3:
         passes = _forward_passes(workload) + 1
-        return ZERO3_OVERHEAD_S_PER_PASS_PER_BPARAM * passes * workload.grad_accum * bparams
+        per = fitted("zero3_overhead_s_per_pass_per_bparam", ZERO3_OVERHEAD_S_PER_PASS_PER_BPARAM)
+        return per * passes * workload.grad_accum * bparams
     if stage:
         # ZeRO-1 reduces once per optimizer step; ZeRO-2 hooks every micro-step's backward.
         times = 1 if stage == 1 else workload.grad_accum
-        return DEEPSPEED_OVERHEAD_S_PER_BPARAM * times * bparams
+        return fitted("deepspeed_overhead_s_per_bparam", DEEPSPEED_OVERHEAD_S_PER_BPARAM) * times * bparams
     return 0.0
 
 
