@@ -38,7 +38,8 @@ class ComputeTable:
     grouped: dict
     """impl (grouped_mm | loop_bf16 | loop_fp32) -> tuple of (tokens*top_k, k, n, tflops) rows, fwd and dgrad."""
     attention: dict
-    """path -> tuple of (seq, heads, kv_heads, fwd_tflops, bwd_tflops) rows, rates on the forward's FLOPs."""
+    """path -> tuple of (seq, heads, kv_heads, doc, fwd_tflops, bwd_tflops) rows, rates on the forward's FLOPs
+    (doc: tokens per document of flex's block mask; the sequence for SDPA)."""
     cast_ns_per_elem: dict
     """(kind, mode) -> ns per element; kind cast | cast_transpose, mode eager | compiled."""
     hbm_gbps: float
@@ -75,7 +76,8 @@ def from_document(doc: dict, source: str) -> ComputeTable:
         fwd, both = _num(r["fwd_ms"]), _num(r["fwdbwd_ms"])
         f = 4.0 * r["mb"] * r["heads"] * r["head_dim"] * r["seq"] * r["keys_per_query"]
         bwd_ms = max(both - fwd, 0.5 * fwd)
-        row = (int(r["seq"]), int(r["heads"]), int(r["kv_heads"]), f / fwd / 1e9, f / bwd_ms / 1e9)
+        doc_len = int(r.get("doc") or r["seq"])
+        row = (int(r["seq"]), int(r["heads"]), int(r["kv_heads"]), doc_len, f / fwd / 1e9, f / bwd_ms / 1e9)
         attention.setdefault(r["path"], []).append(row)
     casts = {(r["kind"], r["mode"]): [] for r in doc.get("fp8_cast") or []}
     for r in doc.get("fp8_cast") or []:
@@ -142,15 +144,17 @@ def grouped_tflops(table: ComputeTable, impl: str, rows_total: int, k: int, n: i
 
 
 @cache
-def attention_tflops(table: ComputeTable, path: str, seq: int, heads: int, kv_heads: int) -> tuple[float, float]:
-    """(forward, backward) TFLOP/s on the forward's executed FLOPs of one attention call on `path`. eager reads
-    dense SDPA's rates; flex without rows reads the flash path's."""
+def attention_tflops(
+    table: ComputeTable, path: str, seq: int, heads: int, kv_heads: int, doc: int | None = None
+) -> tuple[float, float]:
+    """(forward, backward) TFLOP/s on the forward's executed FLOPs of one attention call on `path`, by sequence,
+    head layout and (flex) document length. eager reads dense SDPA's rates; flex without rows the flash path's."""
     path = {"eager": "sdpa_dense"}.get(path, path)
     rows = table.attention.get(path) or table.attention.get("sdpa_causal") or table.attention.get("sdpa_dense")
     if not rows:
         raise ValueError("the compute table has no attention rows")
-    key = (seq, heads, kv_heads)
-    return _weighted(rows, key, 3, 3), _weighted(rows, key, 3, 4)
+    key = (seq, heads, kv_heads, min(doc or seq, seq))
+    return _weighted(rows, key, 4, 4), _weighted(rows, key, 4, 5)
 
 
 def cast_ns(table: ComputeTable, kind: str, compiled: bool) -> float | None:
@@ -176,7 +180,7 @@ def scaled(table: ComputeTable, gpu: str, compute_ratio: float, memory_ratio: fl
     gemm = {key: gemm_rows(rows) for key, rows in table.gemm.items() if fp8 or key[0] != "fp8"}
     grouped = {impl: gemm_rows(rows) for impl, rows in table.grouped.items()}
     attention = {
-        p: tuple((s, h, kv, f * compute_ratio, b * compute_ratio) for s, h, kv, f, b in rows)
+        p: tuple((s, h, kv, d, f * compute_ratio, b * compute_ratio) for s, h, kv, d, f, b in rows)
         for p, rows in table.attention.items()
     }
     casts = {k: v / memory_ratio for k, v in table.cast_ns_per_elem.items()} if fp8 else {}

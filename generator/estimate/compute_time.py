@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from generator.catalog import strategies as catalog
 from generator.estimate import operators as ops
-from generator.estimate.attention import kernel_path, keys_per_query
+from generator.estimate.attention import documents, kernel_path, keys_per_query
 from generator.estimate.compute_source import fitted
 from generator.estimate.compute_table import (
     ComputeTable,
@@ -98,7 +98,8 @@ def _attention_s(table: ComputeTable, model: ModelSpec, workload: Workload, fwd:
     path = kernel_path(model, workload)
     flops = 4.0 * workload.micro_batch * workload.seq_len * model.num_heads * model.head_dim
     flops *= keys_per_query(model, workload) * model.num_layers
-    f_rate, b_rate = attention_tflops(table, path, workload.seq_len, model.num_heads, model.num_kv_heads)
+    doc = documents(workload) if path == "flex" else workload.seq_len
+    f_rate, b_rate = attention_tflops(table, path, workload.seq_len, model.num_heads, model.num_kv_heads, doc)
     return flops * (fwd / (f_rate * 1e12) + 1 / (b_rate * 1e12))
 
 

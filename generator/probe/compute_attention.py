@@ -50,7 +50,9 @@ def _flex_keys(seq: int, doc: int) -> float:
 
 
 def _callable(path: str, q, k, v, seq: int, doc: int, device: str):
+    """(the call, keys per query); `doc` 0 = one document per sequence."""
     heads, kv = q.shape[1], k.shape[1]
+    doc = doc or seq
     if path == "sdpa_causal":
         gqa = heads != kv
         try:  # transformers passes GQA's k/v unrepeated where SDPA takes enable_gqa (torch >= 2.5)
@@ -105,7 +107,7 @@ def attention_rows(clock: Clock, paths: list[str], layouts, seqs, tokens: int, d
                     continue
                 flops_fwd = 4.0 * mb * heads * dim * seq * keys
                 rows.append({"path": path, "heads": heads, "kv_heads": kv, "head_dim": dim, "seq": seq, "mb": mb,
-                             "doc": doc if path == "flex" else seq, "keys_per_query": round(keys, 2),
+                             "doc": (doc or seq) if path == "flex" else seq, "keys_per_query": round(keys, 2),
                              "fwd_ms": round(fwd * 1e3, 4), "fwdbwd_ms": round(both * 1e3, 4),
                              "fwd_tflops": tf(flops_fwd, fwd), "fwdbwd_tflops": tf(3.5 * flops_fwd, both)})  # fmt: skip
                 del q, k, v

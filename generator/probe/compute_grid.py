@@ -13,8 +13,9 @@ from dataclasses import dataclass
 
 from generator.model.types import ModelSpec
 
-CUDA_TOKENS = (2048, 8192, 32768)
-"""Token counts M of the GEMM grid on a GPU (the rate is flat beyond ~32k rows on an H100/H200)."""
+CUDA_TOKENS = (8192, 4096, 32768, 2048, 16384)
+"""Token counts M of the GEMM grid on a GPU, in the order measured (a time box cuts the last token count, never a
+model): seq 4096 x micro-batch 1 and 2 first; the rate is flat beyond ~32k rows on an H100/H200."""
 CUDA_TOKENS_QUICK = (8192,)
 CPU_TOKENS = (64, 256)
 """CPU mode: tiny sizes, for tests of the probe's plumbing."""
@@ -78,11 +79,12 @@ def preset_models() -> list[ModelSpec]:
 
 
 def dense_grid(models: list[ModelSpec], tokens: tuple[int, ...]) -> list[Gemm]:
-    """Every dense Linear width of `models` at every token count, three GEMMs each, deduplicated, in a stable order."""
+    """Every dense Linear width of `models` at every token count, three GEMMs each, deduplicated; token count by
+    token count (in `tokens` order), so a time box that cuts the tail loses a token count, not a model."""
     seen: dict[tuple, Gemm] = {}
-    for model in models:
-        for k_in, n_out in model_widths(model):
-            for m in tokens:
+    for m in tokens:
+        for model in models:
+            for k_in, n_out in model_widths(model):
                 for g in linear_gemms(m, k_in, n_out):
                     seen.setdefault((g.m, g.k, g.n, g.op), g)
     return list(seen.values())
