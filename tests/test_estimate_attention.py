@@ -1,14 +1,16 @@
 """Attention work by kernel (issue 17): what transformers hands each kernel, the keys it really multiplies, the masks
 it materialises, and the sweep's acceptance rows predicted through bench.calibration."""
 
+from dataclasses import replace
+
 import pytest
 
 from bench.calibration import load_files, load_rows, measured_busbw, predict
 from generator.estimate import Placement, Workload, estimate
 from generator.estimate.attention import kernel_path, keys_per_query, mask_bytes
 from generator.estimate.hardware import gpu_rates
+from generator.estimate.timing import model_flops_per_token
 from generator.model import load_model
-from generator.model.sizing import flops_per_token
 
 MISTRAL = load_model("mistral-7b")  # sliding window 4096
 PEAK = gpu_rates("NVIDIA H200").dense_bf16_tflops * 1e12
@@ -43,12 +45,15 @@ def test_work_shares_dense_causal_flex():
     assert flex_short == pytest.approx(27 + 128)
 
 
-def test_dense_sdpa_is_slower_than_flex_at_long_sequences_but_mfu_keeps_the_convention():
+def test_dense_sdpa_is_slower_than_flex_at_long_sequences_but_mfu_counts_the_same_flops():
     sdpa = estimate(MISTRAL, Workload(method="lora", seq_len=32768, load_dtype="bf16"), ONE, "ddp")
     flex = estimate(MISTRAL, Workload(method="lora", seq_len=32768, load_dtype="bf16", attention="flex"), ONE, "ddp")
     assert flex.tokens_per_s_per_gpu > 2 * sdpa.tokens_per_s_per_gpu
-    for e in (sdpa, flex):  # MFU on 6N + 12*L*h*s whatever the kernel computes
-        assert e.mfu == pytest.approx(e.tokens_per_s_per_gpu * flops_per_token(MISTRAL, 32768) / PEAK, rel=1e-6)
+    # MFU on the same model FLOPs whatever the kernel computes (the scores the mask keeps, not dense SDPA's square)
+    w = Workload(method="lora", seq_len=32768, load_dtype="bf16")
+    assert model_flops_per_token(MISTRAL, w) == model_flops_per_token(MISTRAL, replace(w, attention="flex"))
+    for e in (sdpa, flex):
+        assert e.mfu == pytest.approx(e.tokens_per_s_per_gpu * model_flops_per_token(MISTRAL, w) / PEAK, rel=1e-6)
 
 
 def test_dense_mask_memory():

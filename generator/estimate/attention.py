@@ -46,6 +46,12 @@ def _mean_reach(doc: int, window: int | None) -> float:
     return window - window * window / (2 * doc)
 
 
+def useful_keys_per_query(model: ModelSpec, workload: Workload) -> float:
+    """Keys the mask keeps per query (causal, inside its document and the window), whatever the kernel computes:
+    the attention work MFU counts (estimate.timing.model_flops_per_token)."""
+    return _mean_reach(documents(workload), model.sliding_window)
+
+
 def keys_per_query(model: ModelSpec, workload: Workload) -> float:
     """Keys each query multiplies (QK^T and AV), averaged over the sequence, on the chosen kernel's path.
 
@@ -64,7 +70,7 @@ def keys_per_query(model: ModelSpec, workload: Workload) -> float:
 
 def attention_flops_per_token(model: ModelSpec, workload: Workload) -> float:
     """Hardware FLOPs of QK^T and AV per token, forward (4 per key and query channel) and backward (8): what the kernel
-    computes. The reported MFU keeps the 12*L*h*s convention instead (generator.model.sizing.flops_per_token)."""
+    computes. MFU counts only the keys the mask keeps instead (useful_keys_per_query)."""
     return 12.0 * model.num_layers * model.num_heads * model.head_dim * keys_per_query(model, workload)
 
 

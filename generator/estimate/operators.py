@@ -147,7 +147,7 @@ def gemm_flops(model: ModelSpec, workload: Workload) -> tuple[float, float]:
 def executed_flops_per_token(model: ModelSpec, workload: Workload, attention_flops: float) -> float:
     """Model FLOPs per trained token on what the step executes once (MFU's numerator): the forward GEMMs, the
     input-gradient GEMMs, the weight-gradient GEMMs of trained weights only (a frozen base has none; LoRA's rank-r
-    GEMMs count), and `attention_flops` (the kernel's own score work, forward + backward). Recompute is not counted;
+    GEMMs count), and `attention_flops` (forward + backward score work per token). Recompute is not counted;
     float8 GEMMs count as the bf16 FLOPs they replace (bf16-equivalent)."""
     fwd, bwd = gemm_flops(model, workload)
     return (fwd + bwd) / (workload.seq_len * workload.micro_batch) + attention_flops

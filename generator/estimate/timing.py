@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from generator.catalog import strategies as catalog
-from generator.estimate.attention import attention_flops_per_token
+from generator.estimate.attention import useful_keys_per_query
 from generator.estimate.comm import Comm
 from generator.estimate.compute_source import fitted, table_for
 from generator.estimate.compute_time import ComputeTime, compute_time, forward_passes
@@ -266,6 +266,9 @@ def step_timing(
 
 def model_flops_per_token(model: ModelSpec, workload: Workload) -> float:
     """MFU's numerator (estimate.operators.executed_flops_per_token): the GEMMs the step executes once (a frozen
-    base has no weight-gradient GEMMs), the attention kernel's own score work, no recompute; float8 GEMMs count as
-    the bf16 FLOPs they replace (bf16-equivalent)."""
-    return executed_flops_per_token(model, workload, attention_flops_per_token(model, workload))
+    base has no weight-gradient GEMMs), the attention scores the mask keeps (causal, inside documents and the window:
+    12 FLOPs per key and query channel, forward and backward; not the tiles a kernel computes and throws away), no
+    recompute; float8 GEMMs count as the bf16 FLOPs they replace (bf16-equivalent). Never above what the GPU
+    executes, so MFU stays under 100%."""
+    attention = 12.0 * model.num_layers * model.num_heads * model.head_dim * useful_keys_per_query(model, workload)
+    return executed_flops_per_token(model, workload, attention)

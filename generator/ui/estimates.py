@@ -14,7 +14,7 @@ CHOSEN_MARK = "* "
 MFU_HEADER = "MFU exec."
 MFU_CONVENTION = (
     "MFU exec. = FLOPs the step executes once (forward, input gradients, weight gradients of trained weights only: "
-    "none for a frozen base; attention as the kernel computes it; recompute not counted) over the dense bf16 peak; "
+    "none for a frozen base; attention on the scores the mask keeps; recompute not counted) over the dense bf16 peak; "
     "fp8 rows count bf16-equivalent FLOPs"
 )
 """The MFU convention, named under the plan's table (estimate.timing.model_flops_per_token)."""
