@@ -36,9 +36,11 @@ def _tps_error(workload: Workload, placement: Placement, strategy: str, measured
     ],
 )
 def test_lora_and_qlora_matrix_rows(placement, workload, measured_s):
-    """LORA_BYTES_PER_TOKEN_WIDTH / LORA_BACKWARD_PASSES are fitted to the five LoRA rows and
-    QLORA_DEQUANT_BYTES_PER_PARAM to the QLoRA row (DDP, fp32 load, rank 16, all seven projections)."""
-    assert abs(_tps_error(workload, placement, "ddp", measured_s)) < 0.05
+    """lora_bytes_per_token_width is fitted (bench/fit_compute.py, minimax) to the fourteen LoRA rows, these five
+    among them, and qlora_dequant_bytes_per_param to the two QLoRA rows (this one and the sweep's s16384 row, which
+    pull +-10% apart); DDP, rank 16, all seven projections."""
+    tol = 0.11 if workload.method == "qlora" else 0.08
+    assert abs(_tps_error(workload, placement, "ddp", measured_s)) < tol
 
 
 def test_lora_is_slower_than_its_flops_alone():
@@ -47,8 +49,9 @@ def test_lora_is_slower_than_its_flops_alone():
     for ckpt in (True, False):
         lora = estimate(MISTRAL, Workload(method="lora", grad_checkpointing=ckpt), ONE, "ddp")
         full = estimate(MISTRAL, Workload(grad_checkpointing=ckpt), ONE, "ddp")
-        assert lora.step_s > 1.3 * lora.compute_s
-        assert 0.8 * full.step_s < lora.step_s < 1.05 * full.step_s
+        assert lora.step_s > 1.1 * lora.compute_s  # the adapters' memory-bound passes come on top
+        # measured 0.83 (no ckpt) and 0.93 (ckpt); each row is within its 8% / 6% fit error, so the ratio within ~10%
+        assert 0.74 * full.step_s < lora.step_s < 1.05 * full.step_s
 
 
 def test_lora_adapter_time_follows_tokens_and_passes():
@@ -91,13 +94,14 @@ def test_attention_costs_more_per_flop_than_the_gemms():
     short = estimate(MISTRAL, Workload(seq_len=1024, micro_batch=4, doc_tokens=PACKED), TWO, "fsdp")
     long = estimate(MISTRAL, Workload(), TWO, "fsdp")
     assert long.step_s - short.step_s == pytest.approx(0.699 - 0.607, abs=0.01)
-    assert abs(_tps_error(Workload(seq_len=1024, micro_batch=4, doc_tokens=PACKED), TWO, "fsdp", 0.607)) < 0.05
+    assert abs(_tps_error(Workload(seq_len=1024, micro_batch=4, doc_tokens=PACKED), TWO, "fsdp", 0.607)) < 0.10
 
 
 @pytest.mark.parametrize(("micro_batch", "measured_s"), [(1, 0.516), (2, 0.893), (4, 1.725)])
-def test_liger_saves_a_share_of_compute(micro_batch, measured_s):
-    """LIGER_COMPUTE_SAVING is fitted to the Liger rows (FSDP2, fp32 load, no checkpointing, seq 4096): the fused
-    kernels save compute and nothing else, and the predicted step is within 5% of the measured one."""
+def test_liger_saves_elementwise_passes(micro_batch, measured_s):
+    """Liger's fused RMSNorm / SwiGLU / RoPE / cross-entropy move fewer bytes than the eager chains
+    (estimate.passes; nothing fitted to these rows since issue 26): the saving is compute and nothing else, and the
+    predicted step of the Liger rows (FSDP2, fp32 load, no checkpointing, seq 4096) is within 5% of the measured."""
     w = Workload(grad_checkpointing=False, micro_batch=micro_batch, liger=True)
     plain = estimate(MISTRAL, Workload(grad_checkpointing=False, micro_batch=micro_batch), TWO, "fsdp")
     fused = estimate(MISTRAL, w, TWO, "fsdp")
