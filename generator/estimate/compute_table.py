@@ -107,8 +107,21 @@ def _log_distance(a: tuple[float, ...], b: tuple[float, ...]) -> float:
     return math.sqrt(sum(math.log2(x / y) ** 2 for x, y in zip(a, b, strict=True)))
 
 
-def _weighted(rows, key: tuple[float, ...], dims: int, col: int) -> float:
-    """Harmonic inverse-distance mean of column `col` over the nearest rows (exact hit: that row)."""
+def _weighted(rows, key: tuple[float, ...], dims: int, col: int, sized: int = 0) -> float:
+    """Harmonic inverse-distance mean of column `col` over the nearest rows (exact hit: that row). The first `sized`
+    dims are sizes: below the smallest measured one the rate falls in proportion (fewer tiles than the GPU has
+    multiprocessors, then launch latency), so a call never takes less time than the smallest measured call of that
+    size; above the largest it stays at the largest's rate."""
+    factor = 1.0
+    if sized:
+        low = [min(r[d] for r in rows) for d in range(sized)]
+        high = [max(r[d] for r in rows) for d in range(sized)]
+        factor = math.prod(min(1.0, key[d] / low[d]) for d in range(sized))
+        key = tuple(min(max(key[d], low[d]), high[d]) for d in range(sized)) + tuple(key[sized:])
+    return factor * _nearest(rows, key, dims, col)
+
+
+def _nearest(rows, key: tuple[float, ...], dims: int, col: int) -> float:
     near = sorted(rows, key=lambda r: _log_distance(r[:dims], key))[:GEMM_NEIGHBOURS]
     weights, inverse = 0.0, 0.0
     for r in near:
@@ -130,7 +143,7 @@ def gemm_tflops(table: ComputeTable, dtype: str, op: str, m: int, k: int, n: int
         if dtype == "bf16":
             raise ValueError("the compute table has no bf16 GEMM rows")
         return gemm_tflops(table, "bf16", op, m, k, n)
-    return _weighted(rows, (m, k, n), 3, 3)
+    return _weighted(rows, (m, k, n), 3, 3, sized=3)
 
 
 @cache
@@ -139,7 +152,7 @@ def grouped_tflops(table: ComputeTable, impl: str, rows_total: int, k: int, n: i
     one expert's share when the table has no grouped rows of that implementation."""
     rows = table.grouped.get(impl)
     if rows:
-        return _weighted(rows, (rows_total, k, n), 3, 3)
+        return _weighted(rows, (rows_total, k, n), 3, 3, sized=3)
     return gemm_tflops(table, "fp32" if impl == "loop_fp32" else "bf16", "fwd", rows_total, k, n)
 
 
