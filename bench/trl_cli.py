@@ -35,6 +35,7 @@ if str(REPO) not in sys.path:
 
 from bench.harness import SAFE_ENV, model_dir, save, versions  # noqa: E402
 from bench.sweep import summarise  # noqa: E402
+from generator.estimate.scripts import ALL_LINEAR, QV, script_facts  # noqa: E402
 from generator.trial.metrics import looks_oom  # noqa: E402
 
 HOOK = REPO / "bench" / "scripts" / "trainer_hook"
@@ -42,6 +43,7 @@ FILLED = {"--model_name_or_path", "--dataset_name", "--max_steps", "--output_dir
 """The printed line's placeholders a user fills in."""
 RUN_FLAGS = ["--logging_steps", "1", "--save_strategy", "no", "--report_to", "none"]
 SHORT_ROWS = 20_000  # synthetic chat rows: ~1M tokens, enough full 4096-token bins for every short cell
+SHORT_DOC_TOKENS = 54  # mean tokens per synthetic chat example under the bench's character tokenizer
 
 
 @dataclass(frozen=True)
@@ -50,54 +52,76 @@ class TrlCell:
     targets: str
     """qv | all (--lora-targets qv | all-linear); ignored for full."""
     seq_len: int
-    micro_batch: int
-    ckpt: bool
-    attention: str
+    micro_batch: int | None
+    """None: the plan's pick (with ckpt and attention None too: the line runs the levers the plan chose)."""
+    ckpt: bool | None
+    attention: str | None
     docs: str
     liger: bool = False
-    load: str = "bf16"
+    load: str | None = None
+    """fp32 | bf16; None: TRL's default (float32), as the plan prints it."""
     steps: int = 6
     strategy: str = "ddp"
+    global_batch: int = 4
 
     @property
     def key(self) -> str:
-        ck = "on" if self.ckpt else "off"
         t = "" if self.method == "full" else f"-{self.targets}"
-        tail = ("-liger" if self.liger else "") + f"-{self.load}"
-        return (
-            f"trl-g1-{self.strategy}-{self.method}{t}-s{self.seq_len}-mb{self.micro_batch}-ckpt{ck}-{self.attention}-"
-            f"{self.docs}{tail}"
-        )
+        if self.micro_batch is None:
+            levers = f"auto-gb{self.global_batch}"
+        else:
+            levers = f"mb{self.micro_batch}-ckpt{'on' if self.ckpt else 'off'}-{self.attention}"
+        tail = ("-liger" if self.liger else "") + f"-{self.load or 'default'}"
+        return f"trl-g1-{self.strategy}-{self.method}{t}-s{self.seq_len}-{levers}-{self.docs}{tail}"
 
 
-def _t(method, targets, seq, mb, ckpt, attn, docs, liger=False, load="bf16", steps=6, strategy="ddp") -> TrlCell:
-    return TrlCell(method, targets, seq, mb, ckpt, attn, docs, liger, load, steps, strategy)
+def _t(method, targets, seq, mb, ckpt, attn, docs, liger=False, load="bf16") -> TrlCell:
+    return TrlCell(method, targets, seq, mb, ckpt, attn, docs, liger, load)
 
 
-# Fit rows for the packed-row attention path (TRL's padding-free collator flattens a micro-batch into one row):
-# micro-batch 1 against 4 under SDPA and flex, documents filling each bin and short ones; Liger's kernels with TRL's
-# own loss on and off.
-CELLS: tuple[TrlCell, ...] = (
+def _auto(method, targets, seq, docs) -> TrlCell:
+    return TrlCell(method, targets, seq, None, None, None, docs)
+
+
+# Fit rows (bench/holdout.py TRL_CLI_FIT_KEYS) for the packed-row attention path (TRL's padding-free collator flattens
+# a micro-batch into one row): micro-batch 1 against 4 under SDPA and flex with documents filling each bin; Liger's
+# kernels with TRL's own loss on and off. Then the validation rows, never fitted: the plan's own picks for LoRA, full
+# and QLoRA at TRL's default dtype, and pinned rows over targets, checkpointing, micro-batch, kernels and documents.
+FIT: tuple[TrlCell, ...] = (
     _t("lora", "qv", 4096, 1, True, "sdpa", "fill"),
     _t("lora", "qv", 4096, 4, True, "sdpa", "fill"),
     _t("lora", "qv", 4096, 4, True, "flex", "fill"),
     _t("lora", "qv", 4096, 1, True, "flex", "fill"),
     _t("lora", "all", 4096, 2, False, "sdpa", "fill"),
     _t("lora", "all", 4096, 2, False, "sdpa", "fill", liger=True),
-    _t("lora", "qv", 4096, 2, True, "sdpa", "short"),
+)
+VALIDATION: tuple[TrlCell, ...] = (
+    _auto("lora", "qv", 4096, "fill"),
+    _auto("full", "qv", 4096, "fill"),
+    _auto("qlora", "qv", 4096, "fill"),
+    _t("lora", "all", 8192, 1, True, "flex", "fill"),
+    _t("lora", "qv", 4096, 2, False, "sdpa", "short"),
+    _t("full", "qv", 2048, 4, True, "sdpa", "fill", load="fp32"),
+    _t("lora", "all", 4096, 1, True, "sdpa", "fill", liger=True),
+    _t("qlora", "qv", 8192, 1, True, "flex", "fill"),
     _t("lora", "qv", 4096, 2, True, "flex", "short"),
 )
+CELLS: tuple[TrlCell, ...] = (*FIT, *VALIDATION)
 
 
 def plan_command(cell: TrlCell, cfg: Path) -> list[str]:
     targets = ["--lora-targets", "qv" if cell.targets == "qv" else "all-linear"] if cell.method != "full" else []
-    docs = ["--doc-tokens", str(cell.seq_len if cell.docs == "fill" else 54)]
+    docs = ["--doc-tokens", str(cell.seq_len if cell.docs == "fill" else SHORT_DOC_TOKENS)]
+    if cell.micro_batch is None:
+        levers = ["--global-batch", str(cell.global_batch)]
+    else:
+        levers = ["--micro-batch", str(cell.micro_batch), "--global-batch", str(cell.micro_batch),
+                  "--grad-checkpointing", "on" if cell.ckpt else "off", "--attention", cell.attention,
+                  "--liger" if cell.liger else "--no-liger"]  # fmt: skip
+    load = ["--load-dtype", cell.load] if cell.load else []
     return [
         sys.executable, "-m", "generator", "plan", "--model", "mistral-7b", "--script", "trainer", "--num-gpus", "1",
-        "--strategy", cell.strategy, "--method", cell.method, "--seq-len", str(cell.seq_len),
-        "--micro-batch", str(cell.micro_batch), "--global-batch", str(cell.micro_batch),
-        "--grad-checkpointing", "on" if cell.ckpt else "off", "--attention", cell.attention,
-        "--liger" if cell.liger else "--no-liger", "--precision", "bf16", "--load-dtype", cell.load,
+        "--strategy", cell.strategy, "--method", cell.method, "--seq-len", str(cell.seq_len), *levers, *load,
         *targets, *docs, "--output", str(cfg), "--force", "--json",
     ]  # fmt: skip
 
@@ -150,6 +174,25 @@ def dataset_dir(cell: TrlCell, workdir: Path) -> Path:
     return out
 
 
+def calibration_fields(cell: TrlCell, plan: dict) -> dict:
+    """The keys bench/calibration.py reads from a sweep cell, in its terms, with the levers the plan chose filled in
+    (the plan's JSON): one GPU, bf16, the documents' length, TRL's LoRA targets and dropout (ModelConfig's 0.05)."""
+    lora = cell.method != "full"
+    launch = plan["launch_command"]
+    return dict(
+        gpus=1,
+        precision="bf16",
+        micro_batch=plan["micro_batch"],
+        ckpt=plan["grad_checkpointing"],
+        attention="flex" if "flex_attention" in launch else "sdpa",
+        liger="--use_liger_kernel" in launch,
+        doc_tokens=cell.seq_len if cell.docs == "fill" else SHORT_DOC_TOKENS,
+        lora_targets=list(QV if cell.targets == "qv" else ALL_LINEAR) if lora else [],
+        lora_dropout=script_facts("trainer").lora_dropout if lora else 0.0,
+        load_dtype=cell.load or script_facts("trainer").load_dtype,
+    )
+
+
 def run_cell(cell: TrlCell, workdir: Path) -> dict:
     cfg, log = workdir / f"{cell.key}.yaml", workdir / f"{cell.key}.jsonl"
     res = subprocess.run(plan_command(cell, cfg), capture_output=True, text=True, cwd=REPO, timeout=120)
@@ -171,7 +214,8 @@ def run_cell(cell: TrlCell, workdir: Path) -> dict:
         rc, tail = -9, f"timeout after {exc.timeout} s"
     predicted = next((e for e in plan["estimates"] if e["strategy"] == plan["strategy"]), {})
     row = dict(asdict(cell), key=cell.key, script="trainer", config=plan, predicted=predicted,
-               printed=plan["launch_command"], command=shlex.join(cmd), wall_s=round(time.time() - t0, 1))  # fmt: skip
+               printed=plan["launch_command"], command=shlex.join(cmd), wall_s=round(time.time() - t0, 1),
+               **calibration_fields(cell, plan))  # fmt: skip
     measured = summarise(log) if log.exists() else {}
     status = "ok" if rc == 0 and measured else ("oom" if looks_oom(tail) else "error")
     row.update(status=status, measured=measured, **({} if status == "ok" else {"tail": tail[-1500:]}))
