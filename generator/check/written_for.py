@@ -88,7 +88,7 @@ def _until_flag(words: list[str]) -> list[str]:
     return out
 
 
-_ATTENTION = re.compile(r"attn_implementation='(?P<attn>\w+)'")
+_ATTENTION = re.compile(r"from_pretrained\(\.\.\., dtype=\S+, attn_implementation='(?P<attn>\w+)'\)")
 
 
 def _header_attention(head: str) -> str:
