@@ -114,3 +114,13 @@ def test_printed_trl_line_trains_on_cpu(tmp_path):
     # TRL's own token count: packed bins of at most 64 tokens, 2 x 2 per step
     assert all(r["num_tokens"] > 0 for r in steps) and steps[-1]["num_tokens"] <= 3 * 4 * 64
     assert all(r["loss"] > 0 and r["tokens_per_s_per_gpu"] > 0 for r in steps)
+
+
+def test_trial_refuses_a_script_it_would_not_launch(tmp_path):
+    res = subprocess.run(
+        [sys.executable, "-m", "generator", "plan", "--model", "mistral-7b", "--machine", "h200-sxm-2", "--script",
+         "trainer", "--trial", "--output", str(tmp_path / "t.yaml")],
+        cwd=ROOT, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert res.returncode == 2 and "Traceback" not in res.stderr and "--trial launches train.py" in res.stderr
+    assert not (tmp_path / "t.yaml").exists()

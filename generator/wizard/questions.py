@@ -181,7 +181,13 @@ QUESTIONS: tuple[QuestionSpec, ...] = (
         "confirm",
         "After you accept, run a short trial of the top candidates on these GPUs and write the fastest? (minutes)",
         default=False,
-        when=lambda a: a.get("_live") is not None and a["machine"] == LIVE and a["num_machines"] == 1,
+        # the trial launches train.py: it measures nothing of another script
+        when=lambda a: (
+            a.get("_live") is not None
+            and a["machine"] == LIVE
+            and a["num_machines"] == 1
+            and a.get("script", "train.py") == "train.py"
+        ),
     ),  # fmt: skip
 )
 
