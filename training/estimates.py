@@ -20,6 +20,7 @@ def estimator_inputs(args, config, ga: int, grad_ckpt: bool, mixed_precision: st
     (None, reason) when the estimator cannot size this model. doc_tokens: the dataset's mean tokens per example,
     which sets how much attention work flex_attention skips."""
     try:
+        from generator.estimate.scripts import parse_lora_targets
         from generator.estimate.types import Workload
         from generator.model import spec_from_config
 
@@ -34,6 +35,7 @@ def estimator_inputs(args, config, ga: int, grad_ckpt: bool, mixed_precision: st
             # fp8 autocasts the rest of the model in bf16; float8's own terms belong to the generator's estimator
             mixed_precision="bf16" if mixed_precision in ("bf16", "fp8") else "no",
             lora_r=args.lora_r,
+            lora_targets=parse_lora_targets(args.lora_targets),
             liger=args.liger,
             grad_as_bucket_view=DDP_GRADIENT_AS_BUCKET_VIEW,
             attention="flex" if args.attn_implementation == "flex_attention" else "sdpa",
@@ -46,7 +48,7 @@ def estimator_inputs(args, config, ga: int, grad_ckpt: bool, mixed_precision: st
 
 def flops_per_token(spec, seq_len: int, workload=None) -> float | None:
     """MFU's FLOPs per token, as the plan counts them (generator.estimate.timing.model_flops_per_token): what the
-    step executes once (a frozen base has no weight-gradient GEMMs; attention as its kernel computes it; no
+    step executes once (a frozen base has no weight-gradient GEMMs; attention on the scores the mask keeps; no
     recompute; float8 as bf16-equivalent). Without a workload, the 6N + 12*L*h*s convention. None when the estimator
     could not size the model (MFU is then reported as None)."""
     if spec is None:

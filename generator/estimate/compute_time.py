@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from generator.catalog import strategies as catalog
 from generator.estimate import operators as ops
-from generator.estimate.attention import documents, kernel_path, keys_per_query
+from generator.estimate.attention import attention_rows, documents, kernel_path, keys_per_query
 from generator.estimate.compute_source import fitted
 from generator.estimate.compute_table import (
     ComputeTable,
@@ -96,10 +96,11 @@ def _experts_s(table: ComputeTable, model: ModelSpec, workload: Workload, fwd: i
 
 def _attention_s(table: ComputeTable, model: ModelSpec, workload: Workload, fwd: int) -> float:
     path = kernel_path(model, workload)
-    flops = 4.0 * workload.micro_batch * workload.seq_len * model.num_heads * model.head_dim
+    rows, length = attention_rows(workload)  # TRL's padding-free packing flattens the micro-batch into one row
+    flops = 4.0 * rows * length * model.num_heads * model.head_dim
     flops *= keys_per_query(model, workload) * model.num_layers
-    doc = documents(workload) if path == "flex" else workload.seq_len
-    f_rate, b_rate = attention_tflops(table, path, workload.seq_len, model.num_heads, model.num_kv_heads, doc)
+    doc = documents(workload) if path == "flex" else length
+    f_rate, b_rate = attention_tflops(table, path, length, model.num_heads, model.num_kv_heads, doc)
     return flops * (fwd / (f_rate * 1e12) + 1 / (b_rate * 1e12))
 
 

@@ -19,14 +19,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from generator.estimate.states import adapted_targets
 from generator.estimate.types import Workload
 from generator.model.types import ModelSpec
 
 FP8_DIM_MULTIPLE = 16
 """torch._scaled_mm's alignment: the float8 filter converts a Linear only when both dims divide by it."""
-LORA_TARGETS_DENSE = ("q", "k", "v", "o", "gate", "up", "down")
-"""Adapted Linears (train.py's --lora-targets default); a mixture of experts adapts only q/k/v/o (the experts are
-not nn.Linear), as estimate/activations.py counts them."""
 
 
 @dataclass(frozen=True)
@@ -63,8 +61,9 @@ def _aligned(*dims: int) -> bool:
     return all(d % FP8_DIM_MULTIPLE == 0 for d in dims)
 
 
-def lora_targets(model: ModelSpec) -> tuple[str, ...]:
-    return tuple(t for t in LORA_TARGETS_DENSE if not (model.num_experts and t in ("gate", "up", "down")))
+def lora_targets(model: ModelSpec, workload: Workload) -> tuple[str, ...]:
+    """The adapted projections (Workload.lora_targets) that exist as nn.Linear in this model (estimate.states)."""
+    return adapted_targets(model, workload.lora_targets)
 
 
 def linears(model: ModelSpec, workload: Workload) -> list[Linear]:
@@ -80,7 +79,7 @@ def linears(model: ModelSpec, workload: Workload) -> list[Linear]:
     out.append(Linear("lm_head", h, model.vocab_size, 1, full, False))
     if workload.method != "full":
         r = workload.lora_r
-        for t in lora_targets(model):
+        for t in lora_targets(model, workload):
             a, b = dims[t]
             out += [Linear(f"lora_A.{t}", a, r, layers, True, False), Linear(f"lora_B.{t}", r, b, layers, True, False)]
     return out

@@ -196,8 +196,8 @@ def _adapter_bytes(model: ModelSpec, workload: Workload) -> float:
     tokens = workload.seq_len * workload.micro_batch * workload.grad_accum
     passes = _forward_passes(workload) + LORA_BACKWARD_PASSES
     fused = fitted("compiled_adapter_fused", COMPILED_ADAPTER_FUSED) if workload.layers_compiled else 0.0
-    width_bytes = fitted(LORA_BYTES_KEY, LORA_BYTES_PER_TOKEN_WIDTH)
-    return tokens * lora_params(model, 1) * width_bytes * passes * (1 - fused)
+    width = lora_params(model, 1, workload.lora_targets)
+    return tokens * width * fitted(LORA_BYTES_KEY, LORA_BYTES_PER_TOKEN_WIDTH) * passes * (1 - fused)
 
 
 def _dequant_bytes(model: ModelSpec, workload: Workload) -> float:
