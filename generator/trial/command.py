@@ -93,6 +93,7 @@ def run_trial(args, topology, model, request, bandwidth, config_path: str) -> in
     if args.trial_device == "cpu":  # flex_attention has no CPU backward and Liger's kernels are Triton (GPU only)
         request = replace(request, attention="sdpa" if request.attention == "auto" else request.attention)
         request = replace(request, liger=bool(request.liger))
+        request = replace(request, precision="bf16" if request.precision == "auto" else request.precision)  # no fp8
     plans = ranked_candidates(topology, model, request, bandwidth, top=args.top)
     opts = TrialOptions(
         args.trial_steps, args.trial_budget_s, args.model_dir, args.dataset, args.trial_device, args.train_script
