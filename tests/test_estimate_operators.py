@@ -153,3 +153,35 @@ def test_mfu_counts_executed_flops_not_6n():
     lora = model_flops_per_token(MISTRAL, Workload(method="lora"))
     assert lora - attn == pytest.approx((full - attn) * 2 / 3, rel=0.02)
     assert model_flops_per_token(MISTRAL, Workload(precision="fp8")) == full  # bf16-equivalent
+
+
+def test_the_host_floor_slows_small_steps_only():
+    """A table whose host rows say issuing a layer takes 5 ms: a 2,048-token step waits on the host, a 32k-token step
+    does not (the GPU work per layer is longer than the host's)."""
+    doc = _doc()
+    doc["host"] = [
+        {
+            "variant": v,
+            "compiled": False,
+            "layers": 8,
+            "tokens": 64,
+            "fwd_ms_per_layer": 2.0,
+            "fwdbwd_ms_per_layer": 5.0,
+        }
+        for v in ("full", "lora")
+    ]
+    slow_host = from_document(doc, "synthetic host rows")
+    small, big = Workload(method="lora", seq_len=2048, grad_checkpointing=False), Workload(method="lora", seq_len=32768)
+    for w, slower in ((small, True), (big, False)):
+        base = estimate(MISTRAL, w, replace(ONE, compute=from_document(_doc(), "shipped")), "ddp").step_s
+        with_host = estimate(MISTRAL, w, replace(ONE, compute=slow_host), "ddp").step_s
+        assert (with_host > 1.05 * base) is slower
+        assert with_host >= base
+
+
+def test_a_compute_file_from_another_gpu_says_so():
+    other = _doc()
+    other["gpu"], other["measured"] = "NVIDIA A100-SXM4-80GB", True
+    table = from_document(other, "a100.json")
+    e = estimate(MISTRAL, Workload(), replace(ONE, compute=table), "ddp")
+    assert any(n.startswith("speed: ") and "not on 'NVIDIA H200'" in n for n in e.notes)
