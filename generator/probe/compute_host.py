@@ -3,15 +3,18 @@ and forward + backward, measured on shapes so small that the GPU finishes each k
 
 A step whose GPU work per layer is shorter than this waits on the host (issue 20's seq-2048 micro-batch-1 rows ran
 0.04-0.10 s a step slower than their GPU time); the estimator takes the larger of the two per micro-step
-(estimate.compute_time). The layer is written op for op as transformers 5's Llama/Mistral layer runs eagerly:
-RMSNorm (fp32 upcast, pow, mean, rsqrt, mul, downcast, weight), q/k/v/o, RoPE (rotate_half), SDPA, residual adds,
-gate/up/down with SiLU; under autocast with fp32 weights (train.py's full fine-tune) or a bf16 base with fp32
-rank-r adapters beside all seven projections (peft's LoRA: dropout, A, B, scaling, add); `compiled`: the same layer
-under torch.compile (train.py --compile-layers; fp8 always).
+(estimate.compute_time). Where transformers is installed the layer is transformers' own MistralDecoderLayer in a
+tiny MistralForCausalLM (peft's LoRA on all seven projections for the lora variant), timed at two depths so the
+embedding, mask, lm_head and loss drop out of the per-layer figure; otherwise a stand-in written op for op as that
+layer runs eagerly: RMSNorm (fp32 upcast, pow, mean, rsqrt, mul, downcast, weight), q/k/v/o, RoPE (rotate_half),
+SDPA, residual adds, gate/up/down with SiLU, under autocast with fp32 weights (train.py's full fine-tune) or a bf16
+base with fp32 rank-r adapters (peft's LoRA: dropout, A, B, scaling, add). `compiled`: each layer under
+torch.compile (train.py --compile-layers; fp8 always).
 """
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 import time
 
@@ -124,21 +127,81 @@ def _variant_row(clock: Clock, variant: str, compiled: bool) -> dict:
         forward().float().sum().backward()
 
     fwd, total = _wall(clock, forward), _wall(clock, both)
-    return {"variant": variant, "compiled": compiled, "layers": LAYERS, "tokens": TOKENS,
+    return {"variant": variant, "compiled": compiled, "layers": LAYERS, "tokens": TOKENS, "layer": "stand-in",
             "fwd_ms_per_layer": round(fwd / LAYERS * 1e3, 4),
             "fwdbwd_ms_per_layer": round(total / LAYERS * 1e3, 4)}  # fmt: skip
 
 
+def _hf_model(clock: Clock, variant: str, layers: int, compiled: bool):
+    """A tiny MistralForCausalLM as train.py runs it: fp32 weights for full, a bf16 base under peft's LoRA."""
+    from transformers import MistralConfig, MistralForCausalLM
+
+    cfg = MistralConfig(hidden_size=HIDDEN, intermediate_size=INTER, num_hidden_layers=layers,
+                        num_attention_heads=HEADS, num_key_value_heads=KV_HEADS, vocab_size=512,
+                        max_position_embeddings=4 * TOKENS, attn_implementation="sdpa")  # fmt: skip
+    dtype = torch.bfloat16 if variant == "lora" else torch.float32
+    model = MistralForCausalLM(cfg).to(device=clock.device, dtype=dtype)
+    model.config.use_cache = False
+    if variant == "lora":
+        from peft import LoraConfig, get_peft_model
+
+        targets = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+        model = get_peft_model(model, LoraConfig(r=16, lora_alpha=32, lora_dropout=0.0, target_modules=targets))
+    if compiled:
+        blocks = [m for m in model.modules() if isinstance(m, nn.ModuleList) and len(m) == layers]
+        for layer in blocks[0]:
+            layer.compile()
+    return model
+
+
+def _hf_row(clock: Clock, variant: str, compiled: bool) -> dict:
+    """Per-layer host time from two depths of the real layer: (t(8 layers) - t(2 layers)) / 6."""
+    ids = torch.randint(0, 512, (1, TOKENS), device=clock.device)
+    autocast = torch.autocast(clock.device, dtype=torch.bfloat16)
+    per: dict[int, tuple[float, float]] = {}
+    for depth in (2, LAYERS):
+        model = _hf_model(clock, variant, depth, compiled)
+
+        def forward(model=model):
+            with autocast:
+                return model(input_ids=ids, labels=ids).loss
+
+        def both(forward=forward):
+            forward().backward()
+
+        per[depth] = (_wall(clock, forward), _wall(clock, both))
+        del model
+    span = LAYERS - 2
+    fwd = max(per[LAYERS][0] - per[2][0], 0.0) / span
+    total = max(per[LAYERS][1] - per[2][1], 0.0) / span
+    return {"variant": variant, "compiled": compiled, "layers": span, "tokens": TOKENS, "layer": "transformers",
+            "fwd_ms_per_layer": round(fwd * 1e3, 4), "fwdbwd_ms_per_layer": round(total * 1e3, 4)}  # fmt: skip
+
+
+def _have_transformers() -> bool:
+    try:
+        import peft  # noqa: F401
+        import transformers  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def host_rows(clock: Clock, compiled: bool, budget_s: float) -> list[dict]:
-    """Per-layer host time of the eager layer, full and LoRA, then (if `compiled`) the compiled layer."""
+    """Per-layer host time of the eager layer, full and LoRA, then (if `compiled`) the compiled layer: transformers'
+    own layer where it is installed (on a GPU), else the stand-in."""
     rows, t_end = [], time.monotonic() + budget_s
+    real = clock.device == "cuda" and _have_transformers()  # CPU mode (tests) times the quicker stand-in
     for is_compiled in (False, True) if compiled else (False,):
         for variant in ("full", "lora"):
             if time.monotonic() > t_end:
                 clock.skipped.append(f"host {variant} compiled={is_compiled}: time box")
                 continue
             try:
-                rows.append(_variant_row(clock, variant, is_compiled))
-            except Exception as exc:  # no inductor toolchain, say
+                row = _hf_row(clock, variant, is_compiled) if real else _variant_row(clock, variant, is_compiled)
+                rows.append(row)
+            except Exception as exc:  # no inductor toolchain, a transformers without Mistral, say
                 clock.skipped.append(f"host {variant} compiled={is_compiled}: {type(exc).__name__}: {str(exc)[:120]}")
+                with contextlib.suppress(Exception):  # the stand-in failed too: nothing measured for this variant
+                    rows.append(_variant_row(clock, variant, is_compiled))
     return rows
