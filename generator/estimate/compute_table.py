@@ -57,6 +57,13 @@ def _num(x) -> float:
     return float(x)
 
 
+def _nonneg(x) -> float:
+    """A host time: zero is a measurement too (the two depths' difference drowned in noise)."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) or x < 0:
+        raise ValueError(f"not a non-negative number: {x!r}")
+    return float(x)
+
+
 def from_document(doc: dict, source: str) -> ComputeTable:
     """Parse a `probe --compute` document (see generator/probe/compute.py); ValueError on anything malformed."""
     if not isinstance(doc, dict) or doc.get("kind") != "compute" or doc.get("version") != 1:
@@ -87,7 +94,7 @@ def from_document(doc: dict, source: str) -> ComputeTable:
         raise ValueError("the compute file has no HBM rows")
     host = {}
     for r in doc.get("host") or []:
-        fwd, both = _num(r["fwd_ms_per_layer"]) / 1e3, _num(r["fwdbwd_ms_per_layer"]) / 1e3
+        fwd, both = _nonneg(r["fwd_ms_per_layer"]) / 1e3, _nonneg(r["fwdbwd_ms_per_layer"]) / 1e3
         host[(r["variant"], bool(r["compiled"]))] = (fwd, max(both - fwd, 0.0))
     return ComputeTable(
         gpu=str(doc.get("gpu", "unknown")),
