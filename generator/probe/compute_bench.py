@@ -162,7 +162,8 @@ def cast_rows(clock: Clock, shapes: list[tuple[int, int]], compiled: bool, budge
                 n = r * c
                 gbps = 3.0 * n / s / 1e9  # bytes a fused cast must move: read bf16 (2), write fp8 (1)
                 row = {"kind": kind, "mode": mode, "rows": r, "cols": c, "ms": round(s * 1e3, 4)}
-                rows.append({**row, "ns_per_elem": round(s / n * 1e9, 5), "gbps_3_bytes_per_elem": round(gbps, 1)})
+                ns = float(f"{s / n * 1e9:.4g}")
+                rows.append({**row, "ns_per_elem": ns, "gbps_3_bytes_per_elem": round(gbps, 1)})
             del x
     return rows
 
