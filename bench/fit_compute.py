@@ -7,11 +7,13 @@
 
 Then regenerate REPORT.md (`python bench/report.py --no-plots`).
 
-What is fitted: ELEMENTWISE_SCALE (estimate.compute_time), the one constant of the operator model, on the single-GPU
-full fine-tune bf16-autocast rows in eager mode (FIT_ROWS: fit rows only, never bench/holdout.py's validation rows):
-what counting the elementwise ops' bytes at the measured HBM rate misses (launch gaps between small kernels,
-reductions below streaming bandwidth). Minimax on tokens/s error; every row's error is printed and the rows are
-written beside the value.
+What is fitted (FITS, in order, each with the ones before it held; fit rows only, never bench/holdout.py's
+validation rows; minimax on tokens/s; every row's error is printed and written beside the value): the operator
+model's own elementwise_scale (estimate.compute_time: what counting the elementwise ops' bytes at the measured HBM
+rate misses, launch gaps between small kernels, reductions below streaming bandwidth) on the single-GPU full
+fine-tunes in eager bf16; then the terms of generator/estimate/timing.py that were fitted on residuals of the former
+compute term, refitted on their own rows on top of the new one (LoRA adapter bytes, QLoRA dequantisation bytes,
+DeepSpeed ZeRO-1/2 and ZeRO-3 overheads, the compiled layers' adapter share).
 
 The provisional table (until the measured one exists) spreads the estimator's former constants over the probe's
 grid: GEMMs at PROVISIONAL_GEMM_EFFICIENCY of the catalog's dense bf16 peak (float8 x FP8_GEMM_SPEEDUP), attention at
