@@ -1,4 +1,4 @@
-"""The shipped H200 operator-rate table (generator/compute/h200.json) and the constant fitted on top of it
+"""The shipped H200 operator-rate table (generator/compute/h200.json) and the constants fitted on top of it
 (generator/compute/fit.json), made reproducibly.
 
     python bench/fit_compute.py bench/results/compute-h200-2026-12-01.json   # the measured table (probe --compute)
