@@ -24,12 +24,14 @@ order; a lost or repeated step moves the loss by more). Exit 1 when a row fails.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -192,10 +194,24 @@ def verdict(
                 passed=bool(ok))  # fmt: skip
 
 
-def launch(cmd: list[str], env: dict, log: Path) -> subprocess.Popen:
+def launch(cmd: list[str], env: dict, log: Path, started: list) -> subprocess.Popen:
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "w") as fh:
-        return subprocess.Popen(cmd, cwd=REPO, env=env, stdout=fh, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=fh, stderr=subprocess.STDOUT)
+    started.append(proc)
+    return proc
+
+
+def kill_tree(proc: subprocess.Popen) -> None:
+    """A launch still running when its row gave up (a timeout): the launcher and its workers, by pid."""
+    import psutil
+
+    if proc.poll() is not None:
+        return
+    for p in [*psutil.Process(proc.pid).children(recursive=True), psutil.Process(proc.pid)]:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            p.kill()
+    proc.wait(timeout=30)
 
 
 def run_row(row: Row, mode: str, model: Path, args) -> dict:
@@ -207,23 +223,32 @@ def run_row(row: Row, mode: str, model: Path, args) -> dict:
     if mode == "cpu":
         cfg.write_text(CPU_CONFIG)
     else:
-        subprocess.run(plan_command(row, mode, cfg), cwd=REPO, check=True, capture_output=True, timeout=120)
+        planned = subprocess.run(plan_command(row, mode, cfg), cwd=REPO, capture_output=True, text=True, timeout=120)
+        if planned.returncode != 0:
+            raise RuntimeError(f"generator plan failed: {(planned.stderr.strip().splitlines() or ['?'])[-1]}")
     base_out, cut_out = work / "base", work / "cut"
     cmd = lambda out, run: train_command(row, cfg, model, flags, out, args.steps, run)  # noqa: E731
-    base = launch(cmd(base_out, "base"), run_env(row, "base", args.steps), logs / f"{row.name}-base.log")
-    cut = launch(cmd(cut_out, "cut"), run_env(row, "cut", args.steps), logs / f"{row.name}-cut.log")
-    sig = signal.SIGKILL if row.kill_during_save else signal.SIGTERM
-    cut_exit = stop_when(cut, cut_ready(row, cut_out, args.steps), sig, args.timeout)
-    latest_after_cut = (cut_out / "latest").read_text().strip() if (cut_out / "latest").exists() else None
-    resume = launch(cmd(cut_out, "resume"), run_env(row, "resume", args.steps), logs / f"{row.name}-resume.log")
-    resume_exit, base_exit = resume.wait(timeout=args.timeout), base.wait(timeout=args.timeout)
-    result = verdict(row, losses(base_out), cut_out, cut_exit, latest_after_cut, resume_exit, args.steps)
-    result.update(base_exit=base_exit, seconds=round(time.time() - t0, 1))
-    result["passed"] = result["passed"] and base_exit == 0
-    for out, run in ((base_out, "base"), (cut_out, "cut")):  # keep the per-step logs, free the disk
-        if (out / "train_log.jsonl").exists():
-            shutil.copy(out / "train_log.jsonl", logs / f"{row.name}-{run}.jsonl")  # cut: + the resume
-        shutil.rmtree(out, ignore_errors=True)
+    # Launches side by side get a datasets cache each (one shared Arrow cache written by several at once is a race).
+    env = lambda run: {**run_env(row, run, args.steps), "HF_DATASETS_CACHE": str(work / f"datasets-{run}")}  # noqa: E731
+    started: list[subprocess.Popen] = []
+    try:
+        base = launch(cmd(base_out, "base"), env("base"), logs / f"{row.name}-base.log", started)
+        cut = launch(cmd(cut_out, "cut"), env("cut"), logs / f"{row.name}-cut.log", started)
+        sig = signal.SIGKILL if row.kill_during_save else signal.SIGTERM
+        cut_exit = stop_when(cut, cut_ready(row, cut_out, args.steps), sig, args.timeout)
+        latest_after_cut = (cut_out / "latest").read_text().strip() if (cut_out / "latest").exists() else None
+        resume = launch(cmd(cut_out, "resume"), env("resume"), logs / f"{row.name}-resume.log", started)
+        resume_exit, base_exit = resume.wait(timeout=args.timeout), base.wait(timeout=args.timeout)
+        result = verdict(row, losses(base_out), cut_out, cut_exit, latest_after_cut, resume_exit, args.steps)
+        result.update(base_exit=base_exit, seconds=round(time.time() - t0, 1))
+        result["passed"] = result["passed"] and base_exit == 0
+    finally:
+        for proc in started:
+            kill_tree(proc)
+        for out, run in ((base_out, "base"), (cut_out, "cut")):  # keep the per-step logs, free the disk
+            if (out / "train_log.jsonl").exists():
+                shutil.copy(out / "train_log.jsonl", logs / f"{row.name}-{run}.jsonl")  # cut: + the resume
+            shutil.rmtree(out, ignore_errors=True)
     print(json.dumps({"row": row.name, **{k: v for k, v in result.items() if "losses" not in k}}), flush=True)
     return result
 
@@ -272,22 +297,41 @@ def main(argv: list[str] | None = None) -> int:
     else:
         model = model_dir(args.workdir)
 
-    def run_lane(lane: list[Row]) -> list[tuple[str, dict]]:
-        return [(row.name, run_row(row, mode, model, args)) for row in lane]
-
-    with ThreadPoolExecutor(max_workers=len(rows) or 1) as pool:
-        done = dict(r for lane in pool.map(run_lane, lanes(rows)) for r in lane)
     result = dict(mode=mode, steps=args.steps, layers=args.layers if mode == "gpu1" else None,
                   workload=workload(mode), tolerance={"abs": TOLERANCE[0], "rel": TOLERANCE[1]},
-                  date=time.strftime("%F"), seconds=round(time.time() - t0, 1), rows={n: done[n] for n in sorted(done)},
-                  passed=all(r["passed"] for r in done.values()))  # fmt: skip
-    if mode != "cpu":
-        result["versions"] = versions()
+                  date=time.strftime("%F"), rows={}, pending=sorted(r.name for r in rows))  # fmt: skip
+    lock = threading.Lock()
+
+    def record(name: str, row_result: dict) -> None:
+        """Each row as it finishes, so a call cut short by the device's time limit still returns the rows it did."""
+        with lock:
+            result["rows"][name] = row_result
+            result["pending"].remove(name)
+            result.update(seconds=round(time.time() - t0, 1), passed=all(r["passed"] for r in result["rows"].values()))
+            result["passed"] = result["passed"] and not result["pending"]
+            if args.output:
+                save(result, args.output)
+            if args.log_dir and args.log_dir != args.workdir / "logs":
+                shutil.copytree(args.workdir / "logs", args.log_dir, dirs_exist_ok=True)
+
+    def run_lane(lane: list[Row]) -> None:
+        for row in lane:
+            try:
+                record(row.name, run_row(row, mode, model, args))
+            except Exception as exc:  # a row that could not run is a failed row, not a lost session
+                record(row.name, dict(strategy=row.strategy, method=row.method, passed=False,
+                                      error=f"{type(exc).__name__}: {str(exc).strip()[:500]}"))  # fmt: skip
+
+    with ThreadPoolExecutor(max_workers=len(rows) + 1) as pool:
+        found = pool.submit(versions) if mode != "cpu" else None
+        list(pool.map(run_lane, lanes(rows)))
+        if found is not None:
+            with lock:
+                result["versions"] = found.result()
+    record_all = {k: v for k, v in result.items() if k != "pending"}
     if args.output:
-        save(result, args.output)
-    if args.log_dir and args.log_dir != args.workdir / "logs":
-        shutil.copytree(args.workdir / "logs", args.log_dir, dirs_exist_ok=True)
-    print(json.dumps({k: v for k, v in result.items() if k != "rows"}))
+        save(record_all, args.output)
+    print(json.dumps({k: v for k, v in record_all.items() if k != "rows"}))
     return 0 if result["passed"] else 1
 
 
