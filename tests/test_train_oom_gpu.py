@@ -76,7 +76,7 @@ def test_forced_it_runs_out_of_memory_and_explains_itself_in_one_line(model, tmp
     proc = train(model, tmp_path / "run", *TOO_BIG, "--no-fit-check")
     assert proc.returncode == EXIT_OUT_OF_MEMORY, proc.stderr[-4000:]
     line = error_line(proc)
-    assert "out of GPU memory in the forward/backward (step 1, " in line, line
+    assert "CUDA out of memory in the forward/backward (step 1, " in line, line
     assert "measured peak" in line and "GB reserved" in line and "the plan predicted" in line
     assert "What would fit: --micro-batch" in line
     assert "running it anyway (--no-fit-check)" in proc.stdout

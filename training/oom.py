@@ -51,7 +51,8 @@ def explain(exc: BaseException, measured: tuple[float, float] | None) -> str:
     where = [f"step {step}"] if step is not None else []
     where += [f"rank {_state['rank']} of {_state['world']}"] if _state["world"] > 1 else []
     where += [fit.gpu] if fit is not None else []
-    head = f"out of GPU memory in the {phase}" + (f" ({', '.join(where)})" if where else "")
+    # "out of memory": the words generator/trial and the bench harnesses look for (generator.trial.metrics)
+    head = f"CUDA out of memory in the {phase}" + (f" ({', '.join(where)})" if where else "")
     if measured is None:
         seen = "no CUDA peak to measure"
     else:
