@@ -42,7 +42,7 @@ from training.estimates import (
     predicted_peak_gb,
 )
 from training.export import export
-from training.fit import LOAD, OPTIMIZER, SAVE, STEP, check_fit, plan_request, refusal, visible_gpu
+from training.fit import EXPORT, LOAD, OPTIMIZER, SAVE, STEP, check_fit, plan_request, refusal, visible_gpu
 from training.metrics import JsonLog, make_progress, memory_record, print_summary, step_record, summarize
 from training.model import (
     add_adapters,
@@ -291,7 +291,7 @@ def train(args: argparse.Namespace) -> int:
         bar.close()
 
     # -- export and summary --------------------------------------------------------------------------------------------
-    oom.enter("export")
+    oom.enter(EXPORT)
     if exit_code == 0 and args.export:
         export(accelerator, model, tok, Path(args.export), args.method != "full")
         log.write(event="export", step=step, path=args.export)

@@ -15,8 +15,9 @@ from training import hooks
 # bandwidth (a slower wire changes predicted speed, never memory).
 ASSUMED_BUSBW_GBPS = 100.0
 ASSUMED_INTER_NODE_GBPS = 25.0
-# train.py's phases (oom.py wraps each) -> the estimator's phases (generator.estimate.states.PHASES) they run.
+# train.py's phases (it marks each with oom.enter); phase_gb maps them to the estimator's (estimate.states.PHASES).
 LOAD, STEP, OPTIMIZER, SAVE = "model load", "forward/backward", "optimizer step", "checkpoint save"
+EXPORT = "export"  # no prediction: the estimator does not model the export's gather
 STEP_PHASES = ("forward_end", "backward_start", "backward_end")
 WEIGHT_TERMS = ("weights", "frozen_weights", "master_weights_fp32", "weights_bf16")
 
@@ -35,7 +36,7 @@ class Fit:
     """Predicted max_memory_allocated per GPU."""
     usable_gb: float
     usable_text: str
-    """Why usable is less than the card (headroom, CUDA context, NCCL)."""
+    """Why usable is less than the card: the CUDA context (and NCCL's buffers); the verdict keeps no headroom."""
     phases_gb: dict[str, float]
     """train.py phase -> predicted allocated GB at its worst (LOAD: the weights alone)."""
     topology: object
@@ -99,15 +100,15 @@ def check_fit(spec, request, world: int, gpu: tuple[str, float] | None) -> Fit |
     combination (then train.py runs unchecked, as before the check existed)."""
     if gpu is None or spec is None or request is None:
         return None
-    from generator.errors import UserError
     from generator.plan.planner import make_plan
 
     topology = topology_of(gpu[0], gpu[1], request.num_gpus)
     try:
         # No headroom for the verdict: it refuses runs predicted to overflow the card, not runs the planner's 10%
-        # margin would call tight (Mistral-7B full on one H200, seq 4096: 137.6 GB predicted, trained at 117 GB).
+        # margin would call tight (Mistral-7B full on one H200, seq 4096: 137.6 GB predicted, 117 GB measured).
         plan = make_plan(topology, spec, replace(request, headroom=0.0))
-    except UserError:
+        phases = phase_gb(spec, plan.workload, _placement(topology, request), plan.estimate.strategy)
+    except Exception:  # UserError for what it cannot price; training never depends on the estimator
         return None
     if plan.num_processes != world:
         return None
@@ -120,7 +121,7 @@ def check_fit(spec, request, world: int, gpu: tuple[str, float] | None) -> Fit |
         peak_gb=e.peak_gb,
         usable_gb=e.capacity_gb,
         usable_text=_usable_text(gpu[1], request.num_gpus * request.num_machines),
-        phases_gb=phase_gb(spec, plan.workload, _placement(topology, request), e.strategy),
+        phases_gb=phases,
         topology=topology,
         model=spec,
         request=request,
@@ -166,7 +167,6 @@ def levers(fit: Fit) -> list[str]:
     command would write it) and needing less memory than this run: a smaller micro-batch (accumulation keeps the
     global batch), activation checkpointing, another strategy, CPU offload, LoRA / QLoRA. Worded like the planner's
     own "What would fit" advice."""
-    from generator.errors import UserError
     from generator.plan.planner import make_plan
 
     r = fit.request
@@ -185,7 +185,7 @@ def levers(fit: Fit) -> list[str]:
             continue  # the largest smaller micro-batch that fits is the one worth saying
         try:
             plan = make_plan(fit.topology, fit.model, request)
-        except UserError:
+        except Exception:  # UserError: nothing fits that way; anything else must not hide the line it is part of
             continue
         e = plan.estimate
         if plan.forced or not e.fits or e.reserved_gb >= fit.reserved_gb:
