@@ -26,6 +26,7 @@ from training.args import grad_accum_steps, parse_args
 from training.checkpoints import (
     check_free_space,
     check_output_dir,
+    load_state_kwargs,
     remove_stale_temporaries,
     resume_step,
     save_checkpoint,
@@ -169,7 +170,7 @@ def train(args: argparse.Namespace) -> int:
     if use_cuda:  # the logged peaks are training's: QLoRA's in-memory quantisation of a random init peaked above them
         torch.cuda.reset_peak_memory_stats()
     if resume_from is not None:
-        accelerator.load_state(str(resume_from))
+        accelerator.load_state(str(resume_from), **load_state_kwargs(args.method, is_ds))
     fp8_linears = fp8_layer_names(model) if fp8 else []
 
     # -- the start record ----------------------------------------------------------------------------------------------
