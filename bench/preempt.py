@@ -145,18 +145,20 @@ def stop_when(proc: subprocess.Popen, ready, sig: int, timeout: float) -> int:
     import psutil
 
     deadline = time.time() + timeout
-    while proc.poll() is None and time.time() < deadline:
+    while proc.poll() is None:
         try:
             if ready():
                 break
         except (json.JSONDecodeError, KeyError, OSError):  # the log is being appended to
             pass
+        if time.time() > deadline:
+            raise TimeoutError(f"the run to be stopped did not get there within {timeout:.0f} s")
         time.sleep(0.1)
     if proc.poll() is None:
         for p in psutil.Process(proc.pid).children(recursive=True):
             if "train.py" in " ".join(p.cmdline()):
                 p.send_signal(sig)
-    return proc.wait(timeout=timeout)
+    return proc.wait(timeout=max(1.0, deadline - time.time()))
 
 
 def cut_ready(row: Row, out: Path, steps: int):
@@ -235,10 +237,10 @@ def run_row(row: Row, mode: str, model: Path, args) -> dict:
         base = launch(cmd(base_out, "base"), env("base"), logs / f"{row.name}-base.log", started)
         cut = launch(cmd(cut_out, "cut"), env("cut"), logs / f"{row.name}-cut.log", started)
         sig = signal.SIGKILL if row.kill_during_save else signal.SIGTERM
-        cut_exit = stop_when(cut, cut_ready(row, cut_out, args.steps), sig, args.timeout)
+        cut_exit = stop_when(cut, cut_ready(row, cut_out, args.steps), sig, left(args))
         latest_after_cut = (cut_out / "latest").read_text().strip() if (cut_out / "latest").exists() else None
         resume = launch(cmd(cut_out, "resume"), env("resume"), logs / f"{row.name}-resume.log", started)
-        resume_exit, base_exit = resume.wait(timeout=args.timeout), base.wait(timeout=args.timeout)
+        resume_exit, base_exit = resume.wait(timeout=left(args)), base.wait(timeout=left(args))
         result = verdict(row, losses(base_out), cut_out, cut_exit, latest_after_cut, resume_exit, args.steps)
         result.update(base_exit=base_exit, seconds=round(time.time() - t0, 1))
         result["passed"] = result["passed"] and base_exit == 0
@@ -251,6 +253,13 @@ def run_row(row: Row, mode: str, model: Path, args) -> dict:
             shutil.rmtree(out, ignore_errors=True)
     print(json.dumps({"row": row.name, **{k: v for k, v in result.items() if "losses" not in k}}), flush=True)
     return result
+
+
+def left(args) -> float:
+    """Seconds the next wait may take: one launch's --timeout, cut to what is left of --budget-s."""
+    if args.deadline is None:
+        return args.timeout
+    return max(1.0, min(args.timeout, args.deadline - time.time()))
 
 
 def lanes(rows: tuple[Row, ...]) -> list[list[Row]]:
@@ -271,7 +280,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workdir", type=Path, required=True)
     ap.add_argument("--output", type=Path, help="write every row's result here (JSON)")
     ap.add_argument("--log-dir", type=Path, help="copy each launch's output and per-step log here")
-    ap.add_argument("--timeout", type=float, default=420)
+    ap.add_argument("--timeout", type=float, default=420, help="seconds one launch may take")
+    ap.add_argument(
+        "--budget-s",
+        type=float,
+        help="stop every row still running this many seconds after the start "
+        "(rows left are recorded as failed with the reason; the JSON keeps the rows done)",
+    )
     args = ap.parse_args(argv)
     mode = "cpu" if args.cpu else "gpu2" if args.strategy else "gpu1"
     rows = CPU_ROWS if mode == "cpu" else two_gpu_rows(args.strategy) if args.strategy else ONE_GPU_ROWS
@@ -283,6 +298,7 @@ def main(argv: list[str] | None = None) -> int:
         rows = tuple(r for r in rows if r.name in names)
     args.workdir.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
+    args.deadline = t0 + args.budget_s if args.budget_s else None
     if mode == "cpu":
         from tests.tiny_model import build_tiny_mistral
 

@@ -126,3 +126,13 @@ def test_unknown_rows_are_refused_in_one_line(tmp_path, capsys):
     with pytest.raises(SystemExit) as err:
         preempt.main(["--workdir", str(tmp_path), "--only", "ddp-lora,nope"])
     assert err.value.code == 2 and "--only nope: not a row here" in capsys.readouterr().err
+
+
+def test_waits_are_cut_to_the_budget_left():
+    import argparse
+    import time
+
+    assert preempt.left(argparse.Namespace(timeout=420.0, deadline=None)) == 420.0
+    soon = preempt.left(argparse.Namespace(timeout=420.0, deadline=time.time() + 30))
+    assert 25 < soon <= 30
+    assert preempt.left(argparse.Namespace(timeout=420.0, deadline=time.time() - 5)) == 1.0  # spent: fail fast
