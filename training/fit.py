@@ -38,7 +38,8 @@ class Fit:
     usable_text: str
     """Why usable is less than the card: the CUDA context (and NCCL's buffers); the verdict keeps no headroom."""
     phases_gb: dict[str, float]
-    """train.py phase -> predicted allocated GB at its worst (LOAD: the weights alone)."""
+    """train.py phase -> predicted allocated GB at its worst (LOAD: the weights as trained; a QLoRA random init's
+    transient bf16 copy is not in it, the estimator has no load phase)."""
     topology: object
     model: object
     request: object
