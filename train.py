@@ -21,18 +21,19 @@ from pathlib import Path
 
 from generator.catalog.strategies import strategy as strategy_facts
 from generator.errors import UserError
-from training import hooks, preemption
+from training import hooks, oom, preemption
 from training.args import grad_accum_steps, parse_args
 from training.checkpoints import (
     check_free_space,
     check_output_dir,
+    load_state_kwargs,
     remove_stale_temporaries,
     resume_step,
     save_checkpoint,
 )
 from training.data import BlockStream, load_rows, mean_tokens, pack_blocks, tokenize_rows
 from training.distributed import build_on_gpu, configure_deepspeed, outside_zero_init, strategy_name
-from training.errors import EXIT_PREEMPTED, EXIT_USER_ERROR
+from training.errors import EXIT_OUT_OF_MEMORY, EXIT_PREEMPTED, EXIT_USER_ERROR, OutOfMemory
 from training.estimates import (
     DDP_GRADIENT_AS_BUCKET_VIEW,
     disk_needed,
@@ -42,6 +43,7 @@ from training.estimates import (
     predicted_peak_gb,
 )
 from training.export import export
+from training.fit import EXPORT, LOAD, OPTIMIZER, SAVE, STEP, check_fit, plan_request, refusal, visible_gpu
 from training.metrics import JsonLog, make_progress, memory_record, print_summary, step_record, summarize
 from training.model import (
     add_adapters,
@@ -105,10 +107,29 @@ def train(args: argparse.Namespace) -> int:
     with accelerator.main_process_first():
         ids, labels, data_format = tokenize_rows(load_rows(args.dataset), tok, args.seq_len)
     blocks = pack_blocks(ids, labels, args.seq_len, tok.pad_token_id, args.pack)
+    doc_tokens = mean_tokens(ids)
+
+    # -- does the plan for exactly this run fit on this GPU? Asked before loading 7B (docs/train.md, "Out of memory") --
+    fsdp_ac = is_fsdp and bool(accelerator.state.fsdp_plugin.activation_checkpointing)
+    hf_ckpt = args.grad_checkpointing and not fsdp_ac and args.method != "qlora"
+    qlora_ckpt = args.method == "qlora" and args.grad_checkpointing  # peft's prepare_model_for_kbit_training does it
+    checkpointing = hf_ckpt or fsdp_ac or qlora_ckpt
+    spec, workload = estimator_inputs(args, config, ga, checkpointing, accelerator.mixed_precision, doc_tokens)
+    t_fit = time.perf_counter()
+    local = int(os.environ.get("LOCAL_WORLD_SIZE", world))
+    request = plan_request(args, strategy, local, max(1, world // local), checkpointing, doc_tokens, fp8)
+    fit = check_fit(spec, request, world, visible_gpu())  # None without a GPU: no check
+    fit_s = time.perf_counter() - t_fit
+    if fit is not None and not fit.fits:
+        if args.fit_check:
+            raise OutOfMemory(refusal(fit), rank_local=False)
+        if main:
+            print(f"train.py: warning: {refusal(fit).split('. ')[0]}; running it anyway (--no-fit-check)", flush=True)
+    oom.configure(fit, accelerator.process_index, world)
 
     # -- the model -----------------------------------------------------------------------------------------------------
+    oom.enter(LOAD)  # from here on an out-of-memory is explained in one line, naming its phase (training/oom.py)
     set_seed(args.seed)  # identical random init on every rank
-    fsdp_ac = is_fsdp and bool(accelerator.state.fsdp_plugin.activation_checkpointing)
     on_gpu = use_cuda and build_on_gpu(args, config, strategy, is_fsdp and accelerator.state.fsdp_plugin)
     # A ZeRO-3 random init is built whole, as every other strategy builds it (see outside_zero_init).
     whole = is_ds and strategy_facts(strategy).zero_stage == 3 and on_gpu
@@ -117,19 +138,14 @@ def train(args: argparse.Namespace) -> int:
     compile_wanted = fp8 or args.compile_layers  # float8's casts fuse only under compile (training/precision.py)
     if args.liger:
         apply_liger(model, inside_layers=not compile_wanted)
-    hf_ckpt = args.grad_checkpointing and not fsdp_ac and args.method != "qlora"
     if hf_ckpt:
         enable_grad_checkpointing(model)
     if args.method in ("lora", "qlora"):
         model = add_adapters(model, args, args.grad_checkpointing and not fsdp_ac)
     compiled = compile_layers(model) if compile_wanted else 0
     n_params, n_trainable = count_params(model)
-    qlora_ckpt = args.method == "qlora" and args.grad_checkpointing  # peft's prepare_model_for_kbit_training did it
 
-    # -- what the estimator predicts for this run; room on disk for a checkpoint and the export ------------------------
-    spec, workload = estimator_inputs(
-        args, config, ga, hf_ckpt or fsdp_ac or qlora_ckpt, accelerator.mixed_precision, mean_tokens(ids)
-    )
+    # -- room on disk for a checkpoint and the export ------------------------------------------------------------------
     if main and (args.save_every or args.export):
         need = disk_needed(spec, workload, strategy, n_params, n_trainable, args)
         check_free_space(out, need, "one checkpoint plus the export")
@@ -154,7 +170,7 @@ def train(args: argparse.Namespace) -> int:
     if use_cuda:  # the logged peaks are training's: QLoRA's in-memory quantisation of a random init peaked above them
         torch.cuda.reset_peak_memory_stats()
     if resume_from is not None:
-        accelerator.load_state(str(resume_from))
+        accelerator.load_state(str(resume_from), **load_state_kwargs(args.method, is_ds))
     fp8_linears = fp8_layer_names(model) if fp8 else []
 
     # -- the start record ----------------------------------------------------------------------------------------------
@@ -187,7 +203,9 @@ def train(args: argparse.Namespace) -> int:
         resumed_from=str(resume_from) if resume_from else None,
         flops_per_token=flops,
         flops_source="estimator" if spec is not None else workload,
-    )
+        fit_check=None if fit is None else dict(fits=fit.fits, predicted_reserved_gb=round(fit.reserved_gb, 2),
+                                                usable_gb=round(fit.usable_gb, 2), seconds=round(fit_s, 4)),
+    )  # fmt: skip
     if main:
         print(
             f"train.py: {strategy} on {world} process(es), grad accumulation {ga}, {args.method}, "
@@ -210,6 +228,7 @@ def train(args: argparse.Namespace) -> int:
     model.train()
     while step < args.max_steps:
         t0 = time.perf_counter()
+        oom.enter(STEP, step + 1)
         micro = [next(data) for _ in range(ga)]
         n_tok = sum((mb["labels"][:, 1:] != -100).sum() for mb in micro).to(device)
         n_tok = accelerator.reduce(n_tok, "sum").clamp(min=1)
@@ -223,6 +242,7 @@ def train(args: argparse.Namespace) -> int:
                 accelerator.backward(out_.loss * (world * ga))
                 loss_sum += out_.loss.detach().float()
         grad_norm = None
+        oom.enter(OPTIMIZER, step + 1)  # under DeepSpeed the engine steps inside backward: counted there
         if args.max_grad_norm > 0 or is_ds:
             grad_norm = accelerator.clip_grad_norm_(model.parameters(), args.max_grad_norm or float("inf"))
         optimizer.step()
@@ -255,6 +275,7 @@ def train(args: argparse.Namespace) -> int:
         stop = accelerator.reduce(torch.tensor(float(preemption.received()), device=device), "max").item()
         due = args.save_every and (step % args.save_every == 0 or step == args.max_steps)
         if stop or due:
+            oom.enter(SAVE, step)  # an OOM here leaves .tmp-step-*, never `latest` (training/checkpoints.py)
             save_checkpoint(accelerator, out, step, args, world, ga, log, strategy)
         if stop:
             exit_code = EXIT_PREEMPTED
@@ -271,6 +292,7 @@ def train(args: argparse.Namespace) -> int:
         bar.close()
 
     # -- export and summary --------------------------------------------------------------------------------------------
+    oom.enter(EXPORT)
     if exit_code == 0 and args.export:
         export(accelerator, model, tok, Path(args.export), args.method != "full")
         log.write(event="export", step=step, path=args.export)
@@ -286,12 +308,20 @@ def train(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    rank0 = int(os.environ.get("RANK", "0")) == 0
     try:
         return train(parse_args(argv))
     except UserError as exc:
-        if int(os.environ.get("RANK", "0")) == 0:
+        if rank0:
             print(f"train.py: error: {exc}", file=sys.stderr, flush=True)
         return EXIT_USER_ERROR
+    except OutOfMemory as exc:  # the fit check: every rank computed the same verdict
+        if rank0 or exc.rank_local:
+            print(f"train.py: error: {exc}", file=sys.stderr, flush=True)
+        return EXIT_OUT_OF_MEMORY
+    except oom.errors() as exc:  # evaluated only when an exception gets here: torch is imported by then
+        print(f"train.py: error: {oom.explain(exc, oom.measured_gb())}", file=sys.stderr, flush=True)
+        return EXIT_OUT_OF_MEMORY
 
 
 if __name__ == "__main__":

@@ -221,7 +221,8 @@ def train_command(cell: Cell, cfg: Path, log: Path, model: Path, data: Path, out
         *(["--seed", str(cell.seed)] if cell.seed is not None else []),
     ]  # fmt: skip
     if cell.script == "train.py":
-        flags += ["--warmup-steps", "1", "--save-every", "0", "--no-export"]
+        # --no-fit-check: the sweep measures, cells predicted over the card included (their OOM is the data)
+        flags += ["--warmup-steps", "1", "--save-every", "0", "--no-export", "--no-fit-check"]
         if cell.method != "full":
             flags += ["--load-dtype", "bf16"]  # the LoRA/QLoRA default from issue 17 on, whatever train.py is run
     launch = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(cfg)]

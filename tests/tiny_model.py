@@ -3,16 +3,17 @@
 `build_tokenizer(dir)`  a character-level tokenizer (every printable ASCII character is one token) with BOS/EOS/PAD and
                         a chat template, saved as a Hugging Face tokenizer directory.
 `build_tiny_mistral(dir)`  that tokenizer plus a tiny random MistralForCausalLM (config.json + model.safetensors).
-`build_mistral_7b_config(dir)`  Mistral-7B-v0.1's architecture (config.json only) plus the tokenizer: what
-                        `train.py --init random` needs on a machine that cannot reach the Hub.
+`build_mistral_7b_config(dir, layers=None)`  Mistral-7B-v0.1's architecture (config.json only) plus the tokenizer:
+                        what `train.py --init random` needs on a machine that cannot reach the Hub. `layers` cuts it
+                        down to that many decoder layers with the same widths (a full fine-tune whose checkpoint fits
+                        a small disk: bench/preempt.py).
 
-    python tests/tiny_model.py tiny OUT_DIR        # or: python tests/tiny_model.py mistral-7b OUT_DIR
+    python tests/tiny_model.py tiny OUT_DIR        # or: python tests/tiny_model.py mistral-7b OUT_DIR [--layers 8]
 """
 
 from __future__ import annotations
 
 import string
-import sys
 from pathlib import Path
 
 SPECIALS = ["<pad>", "<s>", "</s>", "<unk>"]
@@ -85,17 +86,24 @@ def build_tiny_mistral(out_dir: str | Path, seed: int = 0, **overrides) -> Path:
     return out
 
 
-def build_mistral_7b_config(out_dir: str | Path) -> Path:
+def build_mistral_7b_config(out_dir: str | Path, layers: int | None = None) -> Path:
     from transformers import MistralConfig
 
     out = Path(out_dir)
     build_tokenizer(out)
-    MistralConfig(**MISTRAL_7B).save_pretrained(str(out))
+    MistralConfig(**{**MISTRAL_7B, **({"num_hidden_layers": layers} if layers else {})}).save_pretrained(str(out))
     return out
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 3 or sys.argv[1] not in ("tiny", "mistral-7b"):
-        sys.exit("usage: python tests/tiny_model.py tiny|mistral-7b OUT_DIR")
-    (build_tiny_mistral if sys.argv[1] == "tiny" else build_mistral_7b_config)(sys.argv[2])
-    print(f"wrote {sys.argv[2]}")
+    import argparse
+
+    ap = argparse.ArgumentParser(description="build a model directory for tests and offline benchmarks")
+    ap.add_argument("kind", choices=("tiny", "mistral-7b"))
+    ap.add_argument("out_dir")
+    ap.add_argument("--layers", type=int, help="mistral-7b only: this many decoder layers, the same widths")
+    a = ap.parse_args()
+    if a.layers is not None and (a.kind != "mistral-7b" or a.layers < 1):
+        ap.error("--layers takes a positive count and goes with mistral-7b")
+    build_tiny_mistral(a.out_dir) if a.kind == "tiny" else build_mistral_7b_config(a.out_dir, a.layers)
+    print(f"wrote {a.out_dir}")
