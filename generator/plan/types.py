@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from generator.estimate.types import Estimate, Workload
 from generator.model.types import ModelSpec
+from generator.plan.parallel_layout import ParallelGroups
 
 
 @dataclass(frozen=True)
@@ -93,6 +94,8 @@ class Plan:
     written in the config header, so a bf16 plan's config stays as it was."""
     usable_memory: str = ""
     """Why the usable budget (estimate.capacity_gb) is less than the card: headroom, CUDA context, NCCL buffers."""
+    parallel: ParallelGroups | None = None
+    """Tensor/context-parallel groups over FSDP2 (generator.plan.parallel); None: data parallelism only."""
 
     @property
     def num_processes(self) -> int:
