@@ -8,8 +8,8 @@ import warnings
 
 import pytest
 import yaml
-
 from emit_harness import check_three_levels, child_environ, launch_level2
+
 from generator.emit import render, write
 from generator.model import load_model
 from generator.plan.planner import make_plan

@@ -35,7 +35,8 @@ def test_long_context_8b_lora_131k_on_hgx_uses_context_parallel_and_fits():
     assert plan.parallel is not None and plan.parallel.layout.cp > 1
     assert plan.estimate.fits and plan.strategy == "fsdp"
     assert "leanest data-parallel option" in plan.reasons[0] and "fits" in plan.reasons[0]
-    assert plan.global_batch == plan.workload.micro_batch * plan.workload.grad_accum * plan.parallel.layout.data_parallel
+    w = plan.workload
+    assert plan.global_batch == w.micro_batch * w.grad_accum * plan.parallel.layout.data_parallel
 
 
 def test_no_data_parallel_plan_fits_the_131k_8b_lora_on_hgx():
