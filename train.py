@@ -51,12 +51,15 @@ from training.model import (
     load_config_and_tokenizer,
     load_model,
 )
+from training.parallel import unsupported_reason
 from training.precision import ao_recipe, check_fp8, compile_layers, config_asks_fp8, fp8_layer_names
 
 
 def train(args: argparse.Namespace) -> int:
     # -- checks that need no torch: a typo fails in a second -----------------------------------------------------------
     out = check_output_dir(args.output_dir)
+    if unsupported_reason():  # TP/CP/SP launches (training/parallel.py)
+        raise UserError(unsupported_reason())
     grad_accum_steps(args.global_batch, args.micro_batch, int(os.environ.get("WORLD_SIZE", "1")))
     preemption.install()
 
