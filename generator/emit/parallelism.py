@@ -54,8 +54,15 @@ def header_lines(plan: Plan) -> list[str]:
     bws = [("TP", lay.tp, lay.tp_busbw_gbps), ("CP", lay.cp, lay.cp_busbw_gbps)]
     wires = [f"{name} group {bw:.0f} GB/s" for name, size, bw in bws if size > 1]
     lines.append(f"  priced at predicted bus bandwidths: {', '.join(wires)}, FSDP group {lay.fsdp_busbw_gbps:.0f} GB/s")
-    lines.append(
-        "  train.py does not run this layout yet (it stops with a message): launch a script that loads the model "
-        "with tp_plan='auto' on the TP mesh and runs forward and backward inside accelerator.maybe_context_parallel."
-    )
+    if lay.tp > 1:
+        lines.append(
+            "  train.py loads the weights with tp_plan='auto' on the TP mesh (q/k/v/gate/up column-wise, o/down "
+            "row-wise; needs a checkpoint, not --init random)."
+        )
+    if lay.cp > 1:
+        lines.append(
+            "  train.py runs forward and backward inside accelerator.maybe_context_parallel: SDPA, causal over the "
+            "whole packed sequence (context parallel takes no per-document mask), labels shifted before the split."
+        )
+    lines.append("  Not yet run on GPUs: the TP/CP numbers above and this path of train.py await a multi-GPU machine.")
     return lines
