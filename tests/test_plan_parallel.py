@@ -126,3 +126,31 @@ def test_planner_stays_fast():
     _outcome("hgx-h200-8", "llama-3.1-8b", method="lora", seq_len=131072)
     _outcome("h200-nvl-8", "llama-3.1-8b", method="lora", seq_len=131072)
     assert (time.process_time() - start) / 2 < 1.0
+
+
+def test_forced_sizes_are_taken_or_refused_in_one_line():
+    plan = _plan("h200-nvl-8", "llama-3-70b", method="lora", tp_size=4)
+    assert plan.parallel.layout.tp == 4 and "forced by --tp-size 4" in plan.reasons[0]
+    assert _inside_islands("h200-nvl-8", plan.parallel.tp_groups)
+    for kw, text in (
+        ({"cp_size": 8}, "would cross SYS"),
+        ({"tp_size": 8}, "nothing to shard across"),
+        ({"tp_size": 0}, "at least 1"),
+        ({"cp_size": 3}, "can run here"),
+    ):
+        with pytest.raises(UserError, match=text):
+            _plan("h200-nvl-8", "llama-3-70b", method="lora", **kw)
+    with pytest.raises(UserError, match="QLoRA"):
+        _plan("hgx-h200-8", "llama-3.1-8b", method="qlora", cp_size=2)
+
+
+def test_sizes_of_one_keep_the_plan_data_parallel():
+    plan = _plan("hgx-h200-8", "llama-3-70b", method="lora", tp_size=1, cp_size=1)
+    assert plan.parallel is None
+
+
+def test_cp_is_refused_for_sliding_window_models():
+    plan, error = _outcome("hgx-h200-8", "mistral-7b", method="lora", seq_len=65536)
+    assert plan is None or plan.parallel is None or plan.parallel.layout.cp == 1
+    with pytest.raises(UserError, match="window"):
+        _plan("hgx-h200-8", "mistral-7b", method="lora", seq_len=65536, cp_size=2)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+from generator.errors import UserError
 from generator.estimate.parallel import Layout, estimate_layout
 from generator.plan.batch import batch_options
 from generator.plan.candidates import placement_for
@@ -63,9 +64,24 @@ def skip_reason(request: PlanRequest, model) -> str | None:
     return None
 
 
+def forced(request: PlanRequest) -> bool:
+    """--tp-size or --cp-size above 1: the user wants that layout."""
+    return (request.tp_size or 1) > 1 or (request.cp_size or 1) > 1
+
+
+def _wanted(request: PlanRequest, tp: int, cp: int) -> bool:
+    return request.tp_size in (None, tp) and request.cp_size in (None, cp)
+
+
 def consider(topology, model, request: PlanRequest, choice, inter, engines, template) -> Considered:
     """Every (tp, cp) layout over `choice` (the largest GPU choice) that may run, estimated per batch setting."""
-    if skip_reason(request, model) or len(choice.gpu_ids) * request.num_machines < 2:
+    for flag, size in (("--tp-size", request.tp_size), ("--cp-size", request.cp_size)):
+        if size is not None and size < 1:
+            raise UserError(f"{flag} must be at least 1, got {size}")
+    skip = skip_reason(request, model)
+    if forced(request) and skip:
+        raise UserError(f"--tp-size/--cp-size cannot apply: {skip}")
+    if skip or len(choice.gpu_ids) * request.num_machines < 2:
         return Considered()
     engines = _cached(engines)
     gpu_ids, local = tuple(choice.hsdp_ids), len(choice.hsdp_ids)
@@ -74,7 +90,7 @@ def consider(topology, model, request: PlanRequest, choice, inter, engines, temp
     candidates, island_lines, other_lines = [], [], []
     for tp in _divisors(local):
         for cp in _divisors(local // tp):
-            if tp == cp == 1:
+            if tp == cp == 1 or not _wanted(request, tp, cp):
                 continue
             layout = Layout(tp=tp, cp=cp, dp_shard=local * request.num_machines // (tp * cp))
             groups = ParallelGroups(layout, gpu_ids, request.num_machines)
@@ -198,9 +214,13 @@ def _estimates(model, request, choice, placement, groups: ParallelGroups, templa
     return out
 
 
-def choose(considered: Considered, plain_rows: list[Row], plain_best: Row | None) -> tuple[Candidate | None, str]:
+def choose(
+    considered: Considered, plain_rows: list[Row], plain_best: Row | None, request: PlanRequest | None = None
+) -> tuple[Candidate | None, str]:
     """The layout the plan takes (or None) and the one line that says why, with the numbers."""
     fit = [c for c in considered.candidates if c.row.estimate.fits]
+    if request is not None and forced(request):
+        return _forced(request, considered, fit)
     if not fit:
         return None, ""
     row = pick([c.row for c in fit])
@@ -223,6 +243,28 @@ def choose(considered: Considered, plain_rows: list[Row], plain_best: Row | None
     return best, (
         f"{head}; {tps} against {p.tokens_per_s_per_gpu:,.0f} for {p.strategy} ({gain:.0%} faster, "
         f"{e.reserved_gb:.1f} GB per GPU)"
+    )
+
+
+def _forced(request: PlanRequest, considered: Considered, fit: list[Candidate]) -> tuple[Candidate, str]:
+    asked = " ".join(f"{f} {v}" for f, v in (("--tp-size", request.tp_size), ("--cp-size", request.cp_size)) if v)
+    if not fit:
+        lean = min(considered.candidates, key=lambda c: c.row.estimate.reserved_gb, default=None)
+        why = (
+            f"the leanest, {lean.groups.layout.label}, needs {lean.row.estimate.reserved_gb:.1f} GB per GPU > "
+            f"{lean.row.estimate.capacity_gb:.1f} GB usable"
+            if lean
+            else "; ".join(considered.refused[:2]) or "no such layout divides these GPUs"
+        )
+        verb = "fits" if lean else "can run"
+        raise UserError(f"{asked}: no layout with those sizes {verb} here: {why}")
+    row = pick([c.row for c in fit])
+    best = next(c for c in fit if c.row is row)
+    e = row.estimate
+    return best, (
+        f"{best.groups.layout.label} on GPUs {','.join(map(str, best.groups.gpu_ids))}, forced by {asked}: "
+        f"{_how(row, best.groups.layout)}; {e.reserved_gb:.1f} GB per GPU, predicted "
+        f"{e.tokens_per_s_per_gpu:,.0f} tokens/s per GPU"
     )
 
 

@@ -68,7 +68,7 @@ def make_plan(
     rows = [Row(o, e) for o in options for e in o.estimates if e.strategy in allowed_strategies(request)]
     fitting = [r for r in rows if r.estimate.fits]
     considered = _parallel_layouts(topology, model, request, choices, options, inter, engines)
-    taken, why_parallel = parallel.choose(considered, rows, pick(fitting) if fitting else None)
+    taken, why_parallel = parallel.choose(considered, rows, pick(fitting) if fitting else None, request)
     if taken is not None:
         warnings = plan_warnings(topology, model, request, taken.row, False, inter_warning)
         plan = build_plan(topology, model, request, taken.row, False, [why_parallel, *considered.refused[:3]], warnings)

@@ -56,6 +56,10 @@ class PlanRequest:
     (generator.plan.precision: DDP, full or LoRA, fp8 tensor cores, torchao importable, predicted faster), else bf16."""
     fp8_installed: bool = False
     """torchao is importable where the job runs (the CLI checks with importlib.util.find_spec, as for Liger)."""
+    tp_size: int | None = None
+    """Tensor-parallel group size to force (--tp-size); None: the planner chooses (generator.plan.parallel)."""
+    cp_size: int | None = None
+    """Context-parallel group size to force (--cp-size); None: the planner chooses."""
     # -- the training script (issue 18) --
     script: str = "train.py"
     """The script the YAML is launched with (estimate.scripts.SCRIPTS); load_dtype should be its default unless the

@@ -7,6 +7,7 @@ import argparse
 
 from generator.plan.types import PlanRequest
 from generator.ui.dataset import mean_example_tokens
+from generator.ui.parallel_args import parallel_fields
 
 
 def request_from_args(args: argparse.Namespace) -> PlanRequest:
@@ -38,6 +39,7 @@ def request_from_args(args: argparse.Namespace) -> PlanRequest:
         fabric=args.fabric,
         script=getattr(args, "script", None) or "train.py",
         precision=getattr(args, "precision", None) or "auto",
+        **parallel_fields(args),  # --tp-size / --cp-size (ui/parallel_args.py)
     )
 
 
