@@ -154,3 +154,11 @@ def test_cp_is_refused_for_sliding_window_models():
     assert plan is None or plan.parallel is None or plan.parallel.layout.cp == 1
     with pytest.raises(UserError, match="window"):
         _plan("hgx-h200-8", "mistral-7b", method="lora", seq_len=65536, cp_size=2)
+
+
+def test_a_measured_group_bandwidth_is_used_for_that_group():
+    measured = {frozenset(range(8)): 123.0}
+    plan = make_plan(
+        load_machine("hgx-h200-8"), load_model("llama-3.1-8b"), PlanRequest(method="lora", seq_len=131072), measured
+    )
+    assert plan.parallel.layout.cp_busbw_gbps == 123.0

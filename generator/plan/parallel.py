@@ -73,8 +73,9 @@ def _wanted(request: PlanRequest, tp: int, cp: int) -> bool:
     return request.tp_size in (None, tp) and request.cp_size in (None, cp)
 
 
-def consider(topology, model, request: PlanRequest, choice, inter, engines, template) -> Considered:
-    """Every (tp, cp) layout over `choice` (the largest GPU choice) that may run, estimated per batch setting."""
+def consider(topology, model, request: PlanRequest, choice, inter, engines, template, measured=None) -> Considered:
+    """Every (tp, cp) layout over `choice` (the largest GPU choice) that may run, estimated per batch setting.
+    `measured`: bus bandwidths from `probe` ({frozenset(ids): GB/s}), used for a group wherever it was measured."""
     for flag, size in (("--tp-size", request.tp_size), ("--cp-size", request.cp_size)):
         if size is not None and size < 1:
             raise UserError(f"{flag} must be at least 1, got {size}")
@@ -83,7 +84,7 @@ def consider(topology, model, request: PlanRequest, choice, inter, engines, temp
         raise UserError(f"--tp-size/--cp-size cannot apply: {skip}")
     if skip or len(choice.gpu_ids) * request.num_machines < 2:
         return Considered()
-    engines = _cached(engines)
+    engines = _cached(engines, measured or {})
     gpu_ids, local = tuple(choice.hsdp_ids), len(choice.hsdp_ids)
     island_of = {g: i for i, isl in enumerate(islands(topology)) for g in isl if len(isl) > 1}
     placement = placement_for(choice, topology, request, inter)
@@ -107,14 +108,15 @@ def consider(topology, model, request: PlanRequest, choice, inter, engines, temp
     return Considered(tuple(candidates), tuple(dict.fromkeys(island_lines + other_lines)))
 
 
-def _cached(engines):
-    """The engines with subset_busbw memoised: layouts share their groups, and each predicted bandwidth costs ms."""
+def _cached(engines, measured: dict):
+    """The engines with subset_busbw memoised (layouts share their groups, and each predicted bandwidth costs ms),
+    a measured value first where the bandwidth file has the group."""
     seen: dict = {}
 
     def busbw(topology, ids):
         key = tuple(ids)
         if key not in seen:
-            seen[key] = engines.subset_busbw(topology, key)
+            seen[key] = measured.get(frozenset(key)) or engines.subset_busbw(topology, key)
         return seen[key]
 
     return replace(engines, subset_busbw=busbw)

@@ -67,7 +67,7 @@ def make_plan(
     split_note = _batch_split_note(request, choices, options)
     rows = [Row(o, e) for o in options for e in o.estimates if e.strategy in allowed_strategies(request)]
     fitting = [r for r in rows if r.estimate.fits]
-    considered = _parallel_layouts(topology, model, request, choices, options, inter, engines)
+    considered = _parallel_layouts(topology, model, request, choices, options, inter, engines, bandwidth)
     taken, why_parallel = parallel.choose(considered, rows, pick(fitting) if fitting else None, request)
     if taken is not None:
         warnings = plan_warnings(topology, model, request, taken.row, False, inter_warning)
@@ -108,13 +108,13 @@ def make_plan(
     return replace(plan, levers=tuple(fp8_lever(model, request, chosen, engines)))
 
 
-def _parallel_layouts(topology, model, request, choices, options, inter, engines) -> parallel.Considered:
+def _parallel_layouts(topology, model, request, choices, options, inter, engines, bandwidth) -> parallel.Considered:
     """Tensor/context-parallel layouts over the largest GPU choice, its bf16 workload as the template."""
     big = max(choices, key=lambda c: len(c.gpu_ids))
     own = [o.workload for o in options if o.choice is big and o.workload.precision == "bf16"]
     if not own:
         return parallel.Considered()
-    return parallel.consider(topology, model, request, big, inter, engines, own[0])
+    return parallel.consider(topology, model, request, big, inter, engines, own[0], bandwidth)
 
 
 def _in_precision(rows: list[Row], chosen: Row) -> list[Row]:
