@@ -62,6 +62,7 @@ from training.parallel import (
     unsupported_reason,
     with_shift_labels,
 )
+from training.parallel import predicted_peak_gb as layout_peak_gb
 from training.precision import ao_recipe, check_fp8, compile_layers, config_asks_fp8, fp8_layer_names
 
 
@@ -176,7 +177,11 @@ def train(args: argparse.Namespace) -> int:
     log = JsonLog(args.log_file, main)
     flops = flops_per_token(spec, args.seq_len)
     peak_tflops = gpu_peak_tflops()
-    predicted, predicted_src = predicted_peak_gb(accelerator, spec, workload, strategy)
+    predicted, predicted_src = (
+        layout_peak_gb(accelerator, spec, workload)  # TP/CP: the layout's estimate (training/parallel.py)
+        if describe(world)
+        else predicted_peak_gb(accelerator, spec, workload, strategy)
+    )
     log.write(
         event="start",
         step=start_step,

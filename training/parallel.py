@@ -110,3 +110,36 @@ def describe(world: int) -> str | None:
         f"tensor parallel {s['tp']} x context parallel {s['cp']}: {data_parallel_world(world)} data-parallel "
         f"group(s) of {shared_batch_ranks()} ranks sharing each sequence"
     )
+
+
+def predicted_peak_gb(accelerator, spec, workload) -> tuple[float | None, str]:
+    """The estimator's peak for this TP/CP layout (generator.estimate.parallel), printed beside the measured one."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return None, "no GPU"
+    if spec is None:
+        return None, workload  # the reason estimator_inputs gave
+
+    from generator.estimate.parallel import Layout, estimate_layout
+    from generator.estimate.types import Placement
+
+    s, env = model_parallel_sizes(), os.environ
+    local = int(env.get("LOCAL_WORLD_SIZE", accelerator.num_processes))
+    props = torch.cuda.get_device_properties(0)
+    machines = max(1, accelerator.num_processes // local)
+    layout = Layout(
+        tp=s["tp"],
+        cp=s["cp"],
+        dp_shard=int(env.get("PARALLELISM_CONFIG_DP_SHARD_SIZE", "1") or 1),
+        dp_replicate=int(env.get("PARALLELISM_CONFIG_DP_REPLICATE_SIZE", "1") or 1),
+        tp_busbw_gbps=100.0,  # only the memory prediction is used here; bandwidth does not change it
+        cp_busbw_gbps=100.0,
+        fsdp_busbw_gbps=100.0,
+    )
+    placement = Placement(local, props.name, props.total_memory / 1e9, 100.0, machines, 25.0 if machines > 1 else None)
+    try:
+        est = estimate_layout(spec, workload, placement, layout)
+    except Exception as exc:  # a prediction is a nicety: never stop a run for it
+        return None, f"estimator failed ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})"
+    return float(est.peak_gb), f"estimator ({layout.label}, predicted)"
