@@ -87,9 +87,14 @@ class ParallelGroups:
         shard = lay.dp_shard * lay.cp
         first = self.fsdp_rank_groups[0]
         span = f" over {len(self.machines(first))} machines" if self.num_machines > 1 else ""
+        n = len(self.gpu_ids)
+        members = (
+            ", ".join(f"GPU {self._gpu(r)} of machine {r // n}" for r in first)
+            if self.num_machines > 1
+            else "GPUs " + ",".join(str(g) for g in self.gpus(first))
+        )
         lines.append(
-            f"FSDP2 shards over {shard} ranks (one per TP position{span}), e.g. GPUs "
-            f"{','.join(str(g) for g in self.gpus(first))}"
+            f"FSDP2 shards over {shard} ranks (one per TP position{span}), e.g. {members}"
             if lay.tp > 1
             else f"FSDP2 shards over all {shard} ranks{span}"
         )
