@@ -17,11 +17,12 @@ import shlex
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from bench.holdout import VALIDATION_KEYS
+from bench.holdout import TRL_CLI_FIT_KEYS, VALIDATION_KEYS
 from bench.run_matrix import BENCH_DOC_TOKENS
 from bench.wires import NVLINK, WIRE_VALIDATION_KEYS, busbw_by_wire, wire_of
 from generator.catalog.gpus import find_gpu
 from generator.estimate import Estimate, Placement, Workload, estimate
+from generator.estimate.scripts import ALL_LINEAR
 from generator.model import load_model
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
@@ -88,6 +89,10 @@ class Row:
     role: str = "fit"
     """fit (the estimator's terms may be fitted to it), validation (held out: VALIDATION_KEYS) or superseded (a later
     file of the same harness measured the same cell again after a fix: shown, unscored)."""
+    lora_targets: tuple[str, ...] = ALL_LINEAR
+    """LoRA's adapted projections (every bench script adapts all of them; TRL's CLI rows say which)."""
+    lora_dropout: float = 0.0
+    """LoRA dropout (TRL's CLI default 0.05; the other bench scripts 0)."""
 
     @property
     def unmodelled(self) -> bool:
@@ -123,6 +128,8 @@ class Row:
             script=self.script,
             precision=self.precision,
             compiled_layers=self.compiled_layers,
+            lora_targets=self.lora_targets,
+            lora_dropout=self.lora_dropout,
             **(self._attention() if self.doc_tokens is not None else bench_attention(self.flex)),
         )
 
@@ -193,19 +200,27 @@ def _sweep_rows(name: str, data: dict) -> list[Row]:
             Row(
                 **_cell_fields(name, data, c),
                 gpus=c.get("gpus", 1),  # files before issue 21's two-GPU cells ran one GPU and name no count
-                load_dtype=cmd[cmd.index("--load-dtype") + 1] if "--load-dtype" in cmd else default,
+                load_dtype=c.get("load_dtype")
+                or (cmd[cmd.index("--load-dtype") + 1] if "--load-dtype" in cmd else default),
                 liger=c["liger"],
                 flex=c["attention"] == "flex",
                 bucket_view=c["script"] == "train.py",
                 script=c["script"],
                 doc_tokens=c["doc_tokens"],
-                role="validation" if key in VALIDATION_KEYS or c["script"] != "train.py" else "fit",
+                role="fit" if key in TRL_CLI_FIT_KEYS else _sweep_role(key, c["script"]),
                 key=key,
                 precision=c.get("precision", "bf16"),
                 compiled_layers=c.get("compiled", False),
+                # TRL's CLI rows (bench/trl_cli.py) state their adapters; the other scripts adapt every projection
+                lora_targets=tuple(c.get("lora_targets", ALL_LINEAR)),
+                lora_dropout=c.get("lora_dropout", 0.0),
             )
         )
     return rows
+
+
+def _sweep_role(key: str, script: str) -> str:
+    return "validation" if key in VALIDATION_KEYS or script != "train.py" else "fit"
 
 
 def _plain_row(name: str, machine: str, r: dict, **measured) -> Row:

@@ -49,3 +49,17 @@ FP8_VALIDATION_KEYS = frozenset(
 )
 
 VALIDATION_KEYS = LONG_SEQUENCE_KEYS | FP8_VALIDATION_KEYS
+
+# TRL's own CLI script run as `plan --script trainer` prints it (bench/trl_cli.py), chosen before any run: these rows
+# may fit the trainer's packed-row attention (one flattened row per micro-batch) and its Liger-with-TRL's-loss term;
+# every other TRL CLI row is held out, like every other script row.
+TRL_CLI_FIT_KEYS = frozenset(
+    {
+        "trl-g1-ddp-lora-qv-s4096-mb1-ckpton-sdpa-fill-bf16",
+        "trl-g1-ddp-lora-qv-s4096-mb4-ckpton-sdpa-fill-bf16",
+        "trl-g1-ddp-lora-qv-s4096-mb4-ckpton-flex-fill-bf16",
+        "trl-g1-ddp-lora-qv-s4096-mb1-ckpton-flex-fill-bf16",
+        "trl-g1-ddp-lora-all-s4096-mb2-ckptoff-sdpa-fill-bf16",
+        "trl-g1-ddp-lora-all-s4096-mb2-ckptoff-sdpa-fill-liger-bf16",
+    }
+)

@@ -46,7 +46,7 @@ LONG_TOKENS = 33_000  # above Mistral-7B's 32768 positions, so every `fill` docu
 SCRIPTS = {
     "train.py": ["train.py"],
     "custom": ["bench/scripts/plain_loop.py"],
-    "trainer": ["recipes/trl-sft/sft.py"],
+    "trainer": ["bench/scripts/trl_sft.py"],
 }
 CURVE_STEPS = 200  # issue 20's loss and gradient-norm curves
 WARMUP = 2  # leading steps left out of the medians (allocator growth, lazy init, autotuning)

@@ -115,7 +115,7 @@ def _run_script(script: str, env: dict[str, str], *flags: str) -> subprocess.Com
     return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120, env={**base, **env})
 
 
-@pytest.mark.parametrize("script", ["bench/scripts/plain_loop.py", "recipes/trl-sft/sft.py"])
+@pytest.mark.parametrize("script", ["bench/scripts/plain_loop.py", "bench/scripts/trl_sft.py"])
 def test_deepspeed_accumulation_mismatch_is_one_line_and_exit_2(script):
     # What `accelerate launch` exports for a generator config's deepspeed_config (accelerate/utils/launch.py).
     env = {"WORLD_SIZE": "2", "ACCELERATE_USE_DEEPSPEED": "true", "ACCELERATE_GRADIENT_ACCUMULATION_STEPS": "1"}

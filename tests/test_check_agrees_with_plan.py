@@ -99,3 +99,50 @@ def test_grad_checkpointing_flag_reaches_the_memory_check_and_the_assumed_line(c
     assert off["assumed"].startswith("assumed (defaults, --micro-batch, --grad-checkpointing from the command line)")
     assert "checkpointing off" in off["assumed"] and "checkpointing on" in on["assumed"]
     assert main(["check", cfg, "--grad-checkpointing", "maybe"]) == 2
+
+
+@pytest.mark.parametrize("script", ["trainer", "custom"])
+def test_check_reads_a_script_config_back_as_the_plan_priced_it(script, tmp_path, capsys):
+    """A config `plan --script S` wrote passes `check --script S` on its machine, and check's workload is the plan's:
+    the same levers, LoRA targets and dropout (TRL's line is read back in TRL's own flags)."""
+    from generator.check.written_for import written_for
+
+    out = tmp_path / "c.yaml"
+    assert main(["plan", "--machine", "h200-sxm-2", "--model", "mistral-7b", "--method", "lora", "--script", script,
+                 "--output", str(out), "--json"]) == 0  # fmt: skip
+    plan = json.loads(capsys.readouterr().out)
+    _, w = written_for(out.read_text())
+    assert (w.script, w.micro_batch, w.grad_accum, w.grad_checkpointing) == (
+        script,
+        plan["micro_batch"],
+        plan["gradient_accumulation_steps"],
+        plan["grad_checkpointing"],
+    )
+    assert w.lora_targets == ("q", "v") and w.lora_dropout == (0.05 if script == "trainer" else 0.0)
+    assert w.attention == ("flex" if "flex_attention" in plan["launch_command"] else "sdpa")
+    code, doc = check_json(capsys, str(out), "--machine", "h200-sxm-2", "--script", script)
+    assert code == 0, doc["findings"]
+
+
+def test_check_under_another_script_drops_the_levers_it_cannot_pull(tmp_path, capsys):
+    """A train.py config with float8 and flex, checked as a TRL or plain-loop launch, is judged in bf16 and, for the
+    plain loop, with SDPA: the other script is not credited train.py's levers."""
+    out = tmp_path / "t.yaml"
+    assert main(["plan", "--machine", "h200-sxm-2", "--model", "mistral-7b", "--method", "lora", "--precision", "fp8",
+                 "--attention", "flex", "--output", str(out)]) == 0  # fmt: skip
+    capsys.readouterr()
+    for script in ("trainer", "custom"):
+        _, doc = check_json(capsys, str(out), "--machine", "h200-sxm-2", "--script", script)
+        assert f"--script {script}" in doc["assumed"] and "fp8" not in doc["assumed"]
+    from argparse import Namespace
+
+    from generator.check.written_for import written_for
+    from generator.commands.check import _workloads
+
+    header = written_for(out.read_text())
+    base = Namespace(seq_len=None, micro_batch=None, method=None, grad_checkpointing=None, precision=None,
+                     lora_targets=None)  # fmt: skip
+    for script, attention in (("trainer", "flex"), ("custom", "sdpa")):
+        checked, planned = _workloads(Namespace(**vars(base), script=script), header)
+        assert (planned.precision, checked.precision, checked.attention) == ("fp8", "bf16", attention)
+    assert main(["check", str(out), "--script", "trainer", "--precision", "fp8"]) == 2

@@ -14,7 +14,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("peft")
 
 from generator.estimate import Workload  # noqa: E402
-from generator.estimate.activations import activation_terms  # noqa: E402
+from generator.estimate.activations import DROPOUT_MASK_BYTES, activation_terms  # noqa: E402
 from generator.model import spec_from_config  # noqa: E402
 
 SEQ = 512
@@ -70,7 +70,7 @@ def saved_bytes_per_layer(model, inputs: dict) -> list[int]:
     return per_layer
 
 
-def tiny(method: str, load_dtype: str, window: int | None):
+def tiny(method: str, load_dtype: str, window: int | None, targets=TARGETS, dropout: float = 0.0):
     from transformers import MistralConfig, MistralForCausalLM
 
     torch.manual_seed(0)
@@ -93,8 +93,10 @@ def tiny(method: str, load_dtype: str, window: int | None):
         from peft import LoraConfig, get_peft_model
 
         model = get_peft_model(
-            model, LoraConfig(r=16, lora_alpha=32, lora_dropout=0.0, target_modules=TARGETS, task_type="CAUSAL_LM")
+            model,
+            LoraConfig(r=16, lora_alpha=32, lora_dropout=dropout, target_modules=targets, task_type="CAUSAL_LM"),
         )
+    model.train()  # dropout keeps its mask only in training mode, as in a real step
     return model, spec_from_config(cfg.to_dict(), "tiny")
 
 
@@ -135,3 +137,35 @@ def test_layer_activations_match_saved_tensors(method, load_dtype, window, make_
     # Layer 0 also holds the rotary cos/sin every layer shares; the others hold only their own.
     for layer in counted[1:]:
         assert predicted == pytest.approx(layer, rel=0.01)
+
+
+def trl_padding_free_inputs() -> tuple[dict, int | None]:
+    """What TRL's padding-free collator hands the model for a micro-batch of 2 packed 256-token bins of 64-token
+    documents: one row of 512 tokens, position_ids restarting at every document, no attention mask."""
+    ids = torch.randint(0, 1000, (1, SEQ))
+    pos = torch.arange(SEQ).remainder(64).unsqueeze(0)
+    labels = ids.clone()
+    labels[:, 0::64] = -100
+    return {"input_ids": ids, "labels": labels, "position_ids": pos}, 64
+
+
+def test_trl_lora_defaults_match_saved_tensors():
+    """TRL's CLI LoRA (q_proj and v_proj, dropout 0.05) on the flattened row its padding-free packing makes: the
+    adapters' copies and dropout masks, and the block-diagonal mask over the whole row (micro-batch 2 x 256)."""
+    model, spec = tiny("lora", "bf16", None, targets=["q_proj", "v_proj"], dropout=0.05)
+    inputs, doc = trl_padding_free_inputs()
+    counted = saved_bytes_per_layer(model, inputs)
+    workload = Workload(
+        method="lora", seq_len=SEQ // 2, micro_batch=2, grad_checkpointing=False, load_dtype="bf16", lora_r=16,
+        doc_tokens=doc, script="trainer", lora_targets=("q", "v"), lora_dropout=0.05,
+    )  # fmt: skip
+    fwd = activation_terms(spec, workload, "ddp")["forward_end"]
+    predicted = (fwd["activations"] + fwd["attention_bias"]) / LAYERS
+    # On CPU dropout keeps its mask in the input's dtype (fp32: peft casts the input to the adapters' dtype first),
+    # where CUDA keeps a bool: 4 bytes counted here for each byte the estimator counts on a GPU.
+    cpu_mask = (4 - DROPOUT_MASK_BYTES) * spec.hidden_size * 2 * SEQ  # q_proj's and v_proj's inputs, 512 tokens
+    for layer in counted[1:]:
+        assert predicted + cpu_mask == pytest.approx(layer, rel=0.01)
+    # the same tokens as two separate rows would hold a quarter of the row's s^2 mask bias: the flattening shows
+    separate = activation_terms(spec, Workload(**{**workload.__dict__, "script": "train.py"}), "ddp")["forward_end"]
+    assert fwd["attention_bias"] == pytest.approx(2 * separate["attention_bias"])

@@ -1,4 +1,4 @@
-"""The bench's two user-style scripts (bench/scripts/plain_loop.py, recipes/trl-sft/sft.py) under `accelerate launch`
+"""The bench's two user-style scripts (bench/scripts/plain_loop.py, bench/scripts/trl_sft.py) under `accelerate launch`
 with a 2-process DDP config written by `python -m generator plan` (for LoRA: full Mistral-7B under DDP does not fit an
 H200, so that plan would pick one GPU). They train a tiny Mistral on CPU (DDP over gloo), write the per-step log the
 bench reads, and record the defaults docs/scripts.md states, read off the live objects.
@@ -109,7 +109,7 @@ def test_plain_loop_keeps_torch_and_accelerate_defaults(work):
 
 def test_trl_sft_full_uses_fused_adamw_and_checkpointing(work):
     out = work / "sft_full"
-    launch(work, "recipes/trl-sft/sft.py", out)
+    launch(work, "bench/scripts/trl_sft.py", out)
     start = check_bench_log(out)
     assert start["optim"] == "OptimizerNames.ADAMW_TORCH_FUSED" and (start["fused"], start["adamw_impl"]) == (
         True,
@@ -124,7 +124,7 @@ def test_trl_sft_full_uses_fused_adamw_and_checkpointing(work):
 
 def test_trl_sft_lora_ddp_finds_unused_parameters(work):
     out = work / "sft_lora"
-    launch(work, "recipes/trl-sft/sft.py", out, "--method", "lora", "--lora-r", "4", "--load-dtype", "bf16")
+    launch(work, "bench/scripts/trl_sft.py", out, "--method", "lora", "--lora-r", "4", "--load-dtype", "bf16")
     start = check_bench_log(out)
     # a PeftModel is not a PreTrainedModel, so the Trainer's default is find_unused_parameters=True for LoRA
     assert start["ddp"]["find_unused_parameters"] is True
@@ -132,7 +132,7 @@ def test_trl_sft_lora_ddp_finds_unused_parameters(work):
     assert 0 < start["param_group_sizes"][0] < 10_000  # only the adapters are in the optimizer
 
 
-@pytest.mark.parametrize("script", ["bench/scripts/plain_loop.py", "recipes/trl-sft/sft.py"])
+@pytest.mark.parametrize("script", ["bench/scripts/plain_loop.py", "bench/scripts/trl_sft.py"])
 def test_indivisible_global_batch_is_one_line_and_exit_2(work, script):
     cmd = [sys.executable, script, "--model", str(work / "tiny"), "--micro-batch", "2", "--global-batch", "7"]
     proc = subprocess.run(

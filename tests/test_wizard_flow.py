@@ -173,15 +173,16 @@ def test_a_detected_machine_is_the_default_answer(tmp_path, monkeypatch, capsys)
 def test_the_kernels_default_is_the_planners_pick(tmp_path, capsys):
     """Enter at the kernels question leaves attention to the planner: flex at a long sequence, as `plan` picks."""
     keys = [machine("h200-sxm-2"), ENTER, DOWN + ENTER, replace_text("4096", "32768"), ENTER, ENTER]  # LoRA, s32768
-    keys += [ENTER] * 7  # kernels: the planner's pick, documents fill, train.py, 1 machine, precision, accept, path
+    keys += [ENTER] * 8  # train.py, LoRA targets: its default, kernels: the planner's pick, documents fill, 1 machine,
+    # precision, accept, path
     assert wizard(keys) == 0
     assert "--attn-implementation flex_attention" in capsys.readouterr().out
 
 
 def test_liger_and_flex_reach_the_launch_command_with_the_document_length(tmp_path, capsys):
-    keys = [machine("h200-sxm-2"), ENTER, ENTER, ENTER, ENTER, replace_text("auto", "64")]
+    keys = [machine("h200-sxm-2"), ENTER, ENTER, ENTER, ENTER, replace_text("auto", "64"), ENTER]  # ..., train.py
     keys += [DOWN * 3 + ENTER, replace_text("auto", "300")]  # Liger + flex, 300 tokens
-    keys += [ENTER] * 5  # train.py, 1 machine, precision bf16, accept, default path
+    keys += [ENTER] * 4  # 1 machine, precision bf16, accept, default path
     assert wizard(keys) == 0
     out = capsys.readouterr().out
     assert "--liger" in out and "--attn-implementation flex_attention" in out
@@ -189,12 +190,18 @@ def test_liger_and_flex_reach_the_launch_command_with_the_document_length(tmp_pa
 
 
 def test_script_answer_reaches_the_header_and_the_estimate(tmp_path, capsys):
-    # machine, model, method, seq len, micro-batch, global batch, kernels, documents, script: "My own Accelerate loop"
-    keys = [machine("h200-sxm-2"), ENTER, ENTER, ENTER, ENTER, replace_text("auto", "64"), ENTER, ENTER]
-    keys += [DOWN * 2 + ENTER]
-    assert wizard([*keys, ENTER, ENTER, ENTER, ENTER]) == 0  # machines, precision, accept, default path
+    # machine, model, method, seq len, micro-batch, global batch, script: "My own Accelerate loop", its path, kernels:
+    # the loop's SDPA (a plain loop's kernels are what it declares; no documents question, no precision question:
+    # it has no float8 path)
+    keys = [machine("h200-sxm-2"), ENTER, ENTER, ENTER, ENTER, replace_text("auto", "64"), DOWN * 2 + ENTER]
+    keys += [replace_text("", "my_loop.py"), ENTER]
+    assert wizard([*keys, ENTER, ENTER, ENTER]) == 0  # machines, accept, default path
     header = (tmp_path / "accelerate_config.yaml").read_text()
     assert "# Script assumed: custom (plain Accelerate loop: torch.optim.AdamW defaults (foreach)" in header
+    out = capsys.readouterr().out
+    launch = out.split("accelerate launch --config_file accelerate_config.yaml", 1)[1].split("\n", 1)[0]
+    assert launch.split()[-1] == "my_loop.py"
+    assert "Your loop must use" in header and "attn_implementation='sdpa'" in header
 
 
 def test_nothing_fits_on_a_batch_that_does_not_split_offers_batches_that_do(tmp_path, capsys):
@@ -207,10 +214,11 @@ def test_nothing_fits_on_a_batch_that_does_not_split_offers_batches_that_do(tmp_
         ENTER,
         ENTER,
         replace_text("auto", "3"),
-        ENTER,
-        ENTER,
-        ENTER,
-        ENTER,
+        ENTER,  # train.py
+        ENTER,  # LoRA targets: the script's default
+        ENTER,  # kernels
+        ENTER,  # documents
+        ENTER,  # one machine
     ]
     keys = [*setup, DOWN + DOWN + ENTER, DOWN + DOWN + ENTER, ENTER, ENTER, ENTER]
     assert wizard(keys) == 0
@@ -362,3 +370,27 @@ def test_precision_is_offered_for_full_and_lora_with_auto_s_choice_as_the_defaul
     assert fp8_gain(load_topology(machine="rtx4090-2"), model, PlanRequest()) is None  # nothing fits in bf16
     assert for_method(PlanRequest(precision="fp8"), "qlora").precision == "auto"  # the rescue's switch to QLoRA
     assert for_method(PlanRequest(precision="fp8"), "lora").precision == "fp8"
+
+
+def test_trainer_answer_writes_the_config_and_line_plan_writes(tmp_path, capsys):
+    """The wizard's script question leads to the same plan as `plan --script trainer`: byte-identical config, TRL's
+    launch line with its LoRA default (q_proj, v_proj)."""
+    keys = [machine("h200-sxm-2"), ENTER, DOWN + ENTER, ENTER, ENTER, ENTER, DOWN + ENTER]  # LoRA, ..., trainer
+    keys += [
+        ENTER,
+        ENTER,
+        ENTER,
+        ENTER,
+        ENTER,
+        ENTER,
+        ENTER,
+    ]  # TRL's own script, targets, kernels, docs, 1, accept, path
+    assert wizard(keys) == 0
+    wizard_text = (tmp_path / "accelerate_config.yaml").read_text()
+    assert "-m trl.scripts.sft" in wizard_text and "--lora_target_modules q_proj v_proj" in wizard_text
+    from generator.cli import main as cli
+
+    assert cli(["plan", "--machine", "h200-sxm-2", "--model", "mistral-7b", "--method", "lora", "--script",
+                "trainer", "--output", str(tmp_path / "plan.yaml")]) == 0  # fmt: skip
+    plan_text = (tmp_path / "plan.yaml").read_text().replace(str(tmp_path / "plan.yaml"), "accelerate_config.yaml")
+    assert plan_text == wizard_text

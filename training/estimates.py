@@ -20,6 +20,7 @@ def estimator_inputs(args, config, ga: int, grad_ckpt: bool, mixed_precision: st
     (None, reason) when the estimator cannot size this model. doc_tokens: the dataset's mean tokens per example,
     which sets how much attention work flex_attention skips."""
     try:
+        from generator.estimate.scripts import parse_lora_targets
         from generator.estimate.types import Workload
         from generator.model import spec_from_config
 
@@ -34,6 +35,7 @@ def estimator_inputs(args, config, ga: int, grad_ckpt: bool, mixed_precision: st
             # fp8 autocasts the rest of the model in bf16; float8's own terms belong to the generator's estimator
             mixed_precision="bf16" if mixed_precision in ("bf16", "fp8") else "no",
             lora_r=args.lora_r,
+            lora_targets=parse_lora_targets(args.lora_targets),
             liger=args.liger,
             grad_as_bucket_view=DDP_GRADIENT_AS_BUCKET_VIEW,
             attention="flex" if args.attn_implementation == "flex_attention" else "sdpa",

@@ -1,4 +1,4 @@
-"""What the two bench scripts (recipes/trl-sft/sft.py, bench/scripts/plain_loop.py) share: the command line the bench
+"""What the two bench scripts (bench/scripts/trl_sft.py, bench/scripts/plain_loop.py) share: the command line the bench
 drives them with, the global-batch arithmetic, dataset loading and the random-init model build.
 
 Kept free of torch/transformers at import time, so a wrong flag fails before any heavy import.

@@ -136,6 +136,7 @@ class StepLog:
         self.path = Path(path)
         self.times: list[float] = []
         self.losses: list[float] = []
+        self.tokens_seen: list[float] = []
         if enabled:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self.path.write_text("")
@@ -148,8 +149,13 @@ class StepLog:
     def start(self, **facts) -> None:
         self._write({"event": "start", **facts})
 
-    def step(self, step: int, loss: float, step_time_s: float, memory: dict, **extra) -> None:
-        tps = self.tokens / step_time_s if step_time_s > 0 else 0.0
+    def step(
+        self, step: int, loss: float, step_time_s: float, memory: dict, tokens: float | None = None, **extra
+    ) -> None:
+        """`tokens`: this step's tokens per GPU when they vary (TRL's packing); None: the fixed count."""
+        tokens = self.tokens if tokens is None else tokens
+        tps = tokens / step_time_s if step_time_s > 0 else 0.0
+        self.tokens_seen.append(tokens)
         self.times.append(step_time_s)
         self.losses.append(loss)
         self._write(
@@ -167,7 +173,9 @@ class StepLog:
     def summary(self, memory: dict, **extra) -> None:
         steady = self.times[1:] or self.times  # the first step carries allocator warm-up and lazy initialisation
         step_s = statistics.median(steady) if steady else None
-        tps = self.tokens / step_s if step_s else None
+        counted = self.tokens_seen[1:] or self.tokens_seen
+        tokens = statistics.median(counted) if counted else self.tokens
+        tps = tokens / step_s if step_s else None
         allocated, reserved = memory["max_mem_allocated_gb"], memory["max_mem_reserved_gb"]
         self._write(
             {

@@ -41,22 +41,57 @@ def written_for(text: str) -> tuple[str, Workload] | None:
     def flag(name: str, default: str) -> str:
         return argv[argv.index(name) + 1] if name in argv[:-1] else default
 
-    from generator.estimate.scripts import FACTS, default_load_dtype
+    from generator.estimate.scripts import FACTS, default_load_dtype, parse_lora_targets
 
     name = script.group("script") if script else "train.py"
     facts = FACTS.get(name, FACTS["train.py"])
+    method = w.group("method")
+    # TRL's CLI spells its flags with underscores (emit.script_cli); train.py with dashes; a custom loop's launch
+    # line has none, and the header's workload line and the script's defaults stand in
+    trl = name == "trainer"
+    dtype = {"float32": "fp32", "bfloat16": "bf16"}.get(flag("--dtype", "")) if trl else None
+    targets = _trl_targets(argv) if trl else flag("--lora-targets", "")
     workload = Workload(
-        method=w.group("method"),
+        method=method,
         seq_len=int(w.group("seq")),
         micro_batch=int(w.group("mb")),
         grad_accum=int(w.group("ga")),
         grad_checkpointing=ckpt is None or ckpt.group("ckpt") == "on",
-        load_dtype=flag("--load-dtype", default_load_dtype(facts.name, w.group("method"))),
-        lora_r=int(flag("--lora-r", "16")),
-        liger="--liger" in argv,
-        attention="flex" if flag("--attn-implementation", "sdpa") == "flex_attention" else "sdpa",
+        load_dtype=dtype or flag("--load-dtype", default_load_dtype(facts.name, method)),
+        lora_r=int(flag("--lora_r" if trl else "--lora-r", "16")),
+        lora_targets=parse_lora_targets(targets) if targets else facts.lora_targets,
+        lora_dropout=facts.lora_dropout,
+        liger=flag("--use_liger_kernel", "False") == "True" if trl else "--liger" in argv,
+        attention="flex" if "flex_attention" in (flag("--attn-implementation", ""), flag("--attn_implementation", ""))
+        else _header_attention(head),
         script=facts.name,
         precision=flag("--precision", "bf16"),
         grad_as_bucket_view=facts.grad_as_bucket_view,
-    )
+    )  # fmt: skip
     return w.group("model"), workload
+
+
+def _trl_targets(argv: list[str]) -> str:
+    """--lora_target_modules takes one or more words (TRL's HfArgumentParser list field)."""
+    if "--lora_target_modules" not in argv:
+        return ""
+    words = argv[argv.index("--lora_target_modules") + 1 :]
+    return ",".join(w for w in _until_flag(words))
+
+
+def _until_flag(words: list[str]) -> list[str]:
+    out = []
+    for word in words:
+        if word.startswith("--"):
+            break
+        out.append(word)
+    return out
+
+
+_ATTENTION = re.compile(r"from_pretrained\(\.\.\., dtype=\S+, attn_implementation='(?P<attn>\w+)'\)")
+
+
+def _header_attention(head: str) -> str:
+    """A custom loop's attention from its settings line (from_pretrained(..., attn_implementation='...'))."""
+    found = _ATTENTION.search(head)
+    return "flex" if found and found.group("attn") == "flex_attention" else "sdpa"

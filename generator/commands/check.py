@@ -39,6 +39,9 @@ def register(subparsers, verb: str, help_text: str) -> argparse.ArgumentParser:
         help="Precision train.py runs in for the memory and speed checks (default: the header's launch command, "
         "else bf16; docs/fp8.md).",
     )
+    p.add_argument(
+        "--lora-targets", help="LoRA's adapted projections: all-linear, qv or a comma list (default: the header's)."
+    )
     p.add_argument("--fix", action="store_true", help="Write a corrected config to --output.")
     p.add_argument("--output", help="Where --fix writes the corrected config.")
     p.add_argument("--force", action="store_true", help="Let --fix overwrite an existing --output.")
@@ -64,21 +67,22 @@ def _workloads(args, header):
     the header; a script other than the header's brings its own load dtype and DDP bucket view."""
     from dataclasses import replace
 
-    from generator.estimate.scripts import default_load_dtype, script_facts
+    from generator.estimate.scripts import default_load_dtype, with_script_levers
     from generator.estimate.types import Workload
 
     if any(v is not None and v <= 0 for v in (args.seq_len, args.micro_batch)):
         raise UserError("--seq-len and --micro-batch must be positive integers")
+    from generator.estimate.scripts import script_facts
+
+    if getattr(args, "precision", None) == "fp8" and not script_facts(args.script).fp8:
+        raise UserError(f"--precision fp8 does not apply to --script {args.script}: only train.py has a float8 path")
     planned = header[1] if header else None
     base = planned or Workload(seq_len=4096, micro_batch=1, method="full")
     given = _given(args)
     base = replace(base, **given)
-    facts = script_facts(args.script)
     same = planned is not None and planned.script == args.script
     checked = replace(
-        base,
-        script=args.script,
-        grad_as_bucket_view=facts.grad_as_bucket_view,
+        with_script_levers(base, args.script),
         load_dtype=base.load_dtype if same else default_load_dtype(args.script, base.method),
     )
     return checked, (replace(planned, **given) if planned else None)
@@ -93,8 +97,20 @@ def _given(args) -> dict:
         "method": args.method,
         "grad_checkpointing": ckpt,
         "precision": getattr(args, "precision", None),
+        "lora_targets": _targets(getattr(args, "lora_targets", None)),
     }
     return {k: v for k, v in given.items() if v is not None}
+
+
+def _targets(text: str | None):
+    from generator.estimate.scripts import parse_lora_targets
+
+    if not text:
+        return None
+    try:
+        return parse_lora_targets(text)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
 
 
 def assumed_line(ctx, args) -> str:

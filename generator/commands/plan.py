@@ -56,6 +56,16 @@ def register(subparsers, verb: str, help_text: str) -> argparse.ArgumentParser:
     )
     w.add_argument("--optimizer", choices=("adamw", "adamw8bit"), default="adamw")
     w.add_argument("--lora-r", type=int, default=16, help="LoRA rank for --method lora/qlora (default 16).")
+    w.add_argument(
+        "--lora-targets",
+        help="Projections LoRA adapts: all-linear, qv or a comma list (q_proj,v_proj,...). Default: the script's "
+        "(train.py all-linear; trainer and custom qv, TRL's and peft's default).",
+    )
+    w.add_argument(
+        "--script-path",
+        help="Your own script for --script trainer (a TRL-CLI-style script; default TRL's trl.scripts.sft) or "
+        "--script custom (your Accelerate loop); the launch line runs it.",
+    )
     # --- kernels (issue 17) ---
     w.add_argument(
         "--liger",

@@ -41,7 +41,9 @@ def render(plan: Plan, config_path: str, train_args: Sequence[str] = (), notes: 
     """Files and command for `plan`. `train_args` are extra train.py flags appended after the plan's own
     (e.g. --dataset, --max-steps, --output-dir). `notes`: extra header lines (the measured trial section)."""
     check_plan(plan)
-    args = _command.train_args(plan) + list(train_args)
+    # train.py takes the plan's flags plus the extras; TRL's CLI gets its own flags (emit.script_cli) with the extras
+    # in its spelling; a plain loop takes none
+    args = _command.train_args(plan) + list(train_args) if plan.workload.script == "train.py" else list(train_args)
     env = nccl_env(plan)
     hpz = hpz_partition_size(plan)
     json_path = ds_json_path(config_path) if hpz else None

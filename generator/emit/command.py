@@ -5,6 +5,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Mapping, Sequence
 
+from generator.estimate.scripts import ALL_LINEAR, lora_modules
 from generator.estimate.types import DEFAULT_LOAD_DTYPE
 from generator.model.presets import PRESET_HUB_IDS
 from generator.plan.types import Plan
@@ -31,6 +32,8 @@ def train_args(plan: Plan) -> list[str]:
     ]  # fmt: skip
     if w.method != "full":
         args += ["--method", w.method, "--lora-r", str(w.lora_r)]
+        if w.lora_targets != ALL_LINEAR:  # train.py adapts every linear layer by default
+            args += ["--lora-targets", ",".join(lora_modules(w.lora_targets))]
     if w.load_dtype != DEFAULT_LOAD_DTYPE[w.method]:  # train.py's --load-dtype auto resolves per method
         args += ["--load-dtype", w.load_dtype]
     if w.liger:
@@ -68,9 +71,18 @@ def launch_flags(plan: Plan, machine_rank: bool = True) -> list[str]:
 def launch_command(
     plan: Plan, config_path: str, script_args: Sequence[str], env: Mapping[str, str] | None = None
 ) -> str:
-    """`CUDA_DEVICE_ORDER=PCI_BUS_ID [env] accelerate launch --config_file <path> [flags] train.py <args>`."""
+    """`CUDA_DEVICE_ORDER=PCI_BUS_ID [env] accelerate launch --config_file <path> [flags] <script> <args>`: train.py
+    with `script_args`, TRL's own SFT script with its CLI flags (`script_args` then replace its data flags), or the
+    user's loop (emit.script_cli)."""
+    from generator.emit.script_cli import custom_words, trainer_words
+
     prefix = ["CUDA_DEVICE_ORDER=PCI_BUS_ID"] + [f"{k}={shlex.quote(v)}" for k, v in sorted((env or {}).items())]
-    words = ["accelerate", "launch", "--config_file", config_path, *launch_flags(plan), TRAIN_SCRIPT, *script_args]
+    script = {
+        "train.py": lambda: [TRAIN_SCRIPT, *script_args],
+        "trainer": lambda: trainer_words(plan, list(script_args)),
+        "custom": lambda: custom_words(plan),
+    }[plan.workload.script]()
+    words = ["accelerate", "launch", "--config_file", config_path, *launch_flags(plan), *script]
     return " ".join(prefix + [shlex.quote(w) for w in words])
 
 

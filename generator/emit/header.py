@@ -11,6 +11,7 @@ from generator import __version__
 from generator.catalog import strategies as catalog
 from generator.emit.parallelism import data_parallel_text
 from generator.emit.parallelism import header_lines as parallelism_header_lines
+from generator.emit.script_cli import TRL_MODULE, loop_settings
 from generator.plan.precision import MEASURED, unmeasured
 from generator.plan.types import Plan
 
@@ -96,6 +97,9 @@ def header_lines(
     if plan.forced:
         lines.append("Strategy forced by the user; the planner would have chosen differently.")
     lines += ["Why:"] + [f"  - {r}" for r in plan.reasons]
+    settings = loop_settings(plan)
+    if settings:
+        lines += ["Your loop must use, for these predictions to hold:"] + [f"  - {s}" for s in settings]
     if plan.warnings:
         lines += ["Warnings:"] + [f"  - {r}" for r in plan.warnings]
     lines += list(notes)
@@ -120,14 +124,21 @@ SCRIPT_PREFIX = "Script assumed: "
 """Starts the header line naming the --script; `check` reads the value back from it."""
 
 
+LAUNCHED = {
+    "train.py": "train.py with the flags in the launch line",
+    "trainer": f"TRL's own SFT script ({TRL_MODULE}, or --script-path) with its CLI flags in the launch line",
+    "custom": "your Accelerate loop, with the settings listed below",
+}
+
+
 def script_line(script: str) -> str:
-    """The predictions below hold for this script's defaults (estimate.scripts); another script is checked with
-    `check --script`."""
+    """The predictions below hold for this script's defaults (estimate.scripts), and the plan chose only among its
+    levers; another script is checked with `check --script`."""
     from generator.estimate.scripts import script_facts
 
     return (
-        f"{SCRIPT_PREFIX}{script} ({script_facts(script).summary}). Launched with another script, the memory differs:"
-        f" python -m generator check CONFIG --script trainer|custom."
+        f"{SCRIPT_PREFIX}{script} ({script_facts(script).summary}); launched as {LAUNCHED[script]}. Launched with "
+        "another script, memory and speed differ: python -m generator check CONFIG --script train.py|trainer|custom."
     )
 
 

@@ -25,8 +25,8 @@ from __future__ import annotations
 
 from generator.catalog import strategies as catalog
 from generator.estimate.attention import kernel_path, mask_bytes
-from generator.estimate.scripts import script_facts
-from generator.estimate.states import LORA_TARGETS
+from generator.estimate.scripts import liger_modelled, script_facts
+from generator.estimate.states import LORA_TARGETS, adapted_targets
 from generator.estimate.types import Workload
 from generator.model.types import ModelSpec
 
@@ -36,6 +36,9 @@ BACKWARD_TRANSIENT_F_BYTES = 4.0
 # Loss terms in bytes per token per vocabulary entry (ForCausalLMLoss: logits.float() then cross_entropy).
 LOSS_FORWARD_BYTES = 10.0  # while the loss is computed: bf16 logits 2 + fp32 upcast 4 + log-softmax kept by nll 4
 LOSS_BACKWARD_BYTES = 12.0  # loss backward: log-softmax 4 + d(log-softmax) 4 + d(logits) 4, beside the kept logits
+# Dropout's saved mask, bytes per element: CUDA's native_dropout keeps a bool mask (ATen Dropout.cu allocates it as
+# kBool); the CPU kernel keeps a mask in the input's dtype instead (tests/test_estimate_lora_saved.py counts that).
+DROPOUT_MASK_BYTES = 1
 
 
 def residual_bytes(workload: Workload, strategy: str) -> int:
@@ -69,7 +72,14 @@ def o_proj_input_bytes(model: ModelSpec, path: str) -> int:
 
 
 def lora_saved_delta_per_token(
-    model: ModelSpec, r: int, lora_r: int, liger: bool = False, path: str = "sdpa_causal", compiled: bool = False
+    model: ModelSpec,
+    r: int,
+    lora_r: int,
+    liger: bool = False,
+    path: str = "sdpa_causal",
+    compiled: bool = False,
+    targets: tuple[str, ...] = LORA_TARGETS,
+    dropout: float = 0.0,
 ) -> float:
     """What LoRA / QLoRA (peft 0.21) keep per token and layer beyond layer_saved_bytes_per_token (may be negative).
 
@@ -86,13 +96,18 @@ def lora_saved_delta_per_token(
     (only q, k, v and o count there).
     `compiled` (each decoder layer under torch.compile, as fp8 runs): the casts are traced, so the graph saves one bf16
     copy per distinct input, not one per adapter: q, k and v share one, gate and up another (2 x 3h bytes per token
-    and layer fewer; measured 12.5 GB less at 16,384 tokens on Mistral-7B, the formula 12.9: bench/REPORT.md)."""
+    and layer fewer; measured 12.5 GB less at 16,384 tokens on Mistral-7B, the formula 12.9: bench/REPORT.md).
+    `targets`: the adapted projections (Workload.lora_targets). `dropout` > 0 (TRL's CLI default 0.05): peft runs
+    `lora_A(dropout(x))` on each adapter's own fp32 copy of the input, and dropout keeps its bool mask (1 byte per
+    input element) for backward; the dropped tensor itself is what lora_A's bf16 copy is made from."""
     h, q, f = model.hidden_size, model.num_heads * model.head_dim, model.intermediate_size
     inputs = {"q": h, "k": h, "v": h, "o": q, "gate": h, "up": h, "down": f}
     shared = {"k": "q", "v": "q", "up": "gate"} if compiled else {}  # adapters reading the same tensor
-    targets = [t for t in LORA_TARGETS if not (model.num_experts and t in ("gate", "up", "down"))]
-    copies = {shared.get(t, t): inputs[t] for t in targets}
-    adapted = sum(2 * w for w in copies.values()) + 2 * lora_r * len(targets)
+    adapted_here = adapted_targets(model, targets)
+    copies = {shared.get(t, t): inputs[t] for t in adapted_here}
+    adapted = sum(2 * w for w in copies.values()) + 2 * lora_r * len(adapted_here)
+    if dropout > 0:  # one mask per adapter (each applies its own dropout), shared inputs or not
+        adapted += DROPOUT_MASK_BYTES * sum(inputs[t] for t in adapted_here)
     # The inputs layer_saved_bytes_per_token already counts once each (a trained linear keeps them), now adapters' own.
     counted = 2 * h + o_proj_input_bytes(model, path) + (0 if model.num_experts else 2 * h + 2 * f)
     frozen_norms = 0 if liger else 2 * r * h
@@ -101,7 +116,7 @@ def lora_saved_delta_per_token(
 
 def logits_kept_bytes(workload: Workload, strategy: str) -> float:
     """Bytes per token per vocab entry of the logits the training loop holds through backward."""
-    if workload.liger:
+    if liger_modelled(workload):
         return 0.0
     return 2.0 if catalog.strategy(strategy).framework == "deepspeed" else 4.0
 
@@ -129,17 +144,19 @@ def activation_terms(model: ModelSpec, workload: Workload, strategy: str) -> dic
     """{phase: {term: bytes}} for activations, the loss and autocast weight copies (see states.PHASES)."""
     tokens = workload.seq_len * workload.micro_batch
     r = residual_bytes(workload, strategy)
+    liger = liger_modelled(workload)
     h, layers = model.hidden_size, model.num_layers
     path = kernel_path(model, workload)
-    per_token = layer_saved_bytes_per_token(model, r, workload.liger, path)
+    per_token = layer_saved_bytes_per_token(model, r, liger, path)
     if workload.method in ("lora", "qlora"):
         per_token += lora_saved_delta_per_token(
-            model, r, workload.lora_r, workload.liger, path, workload.layers_compiled
-        )
+            model, r, workload.lora_r, liger, path, workload.layers_compiled, workload.lora_targets,
+            workload.lora_dropout,
+        )  # fmt: skip
     per_layer = per_token * tokens
     kept = logits_kept_bytes(workload, strategy) * model.vocab_size * tokens
-    loss_fwd = 0.0 if workload.liger else LOSS_FORWARD_BYTES * model.vocab_size * tokens
-    loss_bwd = 0.0 if workload.liger else LOSS_BACKWARD_BYTES * model.vocab_size * tokens
+    loss_fwd = 0.0 if liger else LOSS_FORWARD_BYTES * model.vocab_size * tokens
+    loss_bwd = 0.0 if liger else LOSS_BACKWARD_BYTES * model.vocab_size * tokens
     if script_facts(workload.script).fused_lm_head:  # no logits kept: the loss's terms are the fused head's
         kept, (loss_fwd, loss_bwd) = 0.0, fused_head_bytes(model, workload)
     transient = BACKWARD_TRANSIENT_F_BYTES * model.intermediate_size * tokens

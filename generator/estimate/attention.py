@@ -15,6 +15,7 @@ Paths (transformers/masking_utils.py and integrations/sdpa_attention.py, 5.17-5.
 
 from __future__ import annotations
 
+from generator.estimate.scripts import script_facts
 from generator.estimate.types import Workload
 from generator.model.types import ModelSpec
 
@@ -29,12 +30,22 @@ def documents(workload: Workload) -> int:
     return min(workload.doc_tokens or workload.seq_len, workload.seq_len)
 
 
+def attention_rows(workload: Workload) -> tuple[int, int]:
+    """(rows, tokens per row) the attention kernel sees: the micro-batch's sequences, or, where the script flattens
+    the micro-batch into one row (ScriptFacts.flattens_micro_batch: TRL's padding-free packing), one row of all
+    its tokens whose documents never cross a sequence's bins."""
+    if script_facts(workload.script).flattens_micro_batch and workload.micro_batch > 1:
+        return 1, workload.micro_batch * workload.seq_len
+    return workload.micro_batch, workload.seq_len
+
+
 def kernel_path(model: ModelSpec, workload: Workload) -> str:
     """sdpa_dense | sdpa_causal | flex | eager (see the module docstring)."""
     if workload.attention in ("flex", "eager"):
         return workload.attention
     window = model.sliding_window
-    if documents(workload) < workload.seq_len or (window and workload.seq_len >= window):
+    _, row = attention_rows(workload)
+    if documents(workload) < row or (window and row >= window):
         return "sdpa_dense"
     return "sdpa_causal"
 
@@ -52,7 +63,7 @@ def keys_per_query(model: ModelSpec, workload: Workload) -> float:
     Dense SDPA and eager compute every score of the s x s square; the flash path the causal half; flex the tiles it
     keeps: a query tile reaches its documents' earlier keys inside the window plus, on average, one partly masked
     tile on the diagonal."""
-    s = workload.seq_len
+    _, s = attention_rows(workload)
     path = kernel_path(model, workload)
     if path in ("sdpa_dense", "eager"):
         return float(s)
@@ -75,7 +86,8 @@ def mask_bytes(model: ModelSpec, workload: Workload) -> tuple[float, float]:
     Dense SDPA: a bool [mb, 1, s, s] mask; torch converts it per call to an additive bias in the query dtype (bf16)
     that the memory-efficient kernel's backward reads again. Eager: a bf16 float mask, and per layer the softmax
     probabilities of every head (bf16) kept for backward. flex and the flash path hold no s x s tensor."""
-    s2 = float(workload.seq_len) ** 2 * workload.micro_batch
+    rows, length = attention_rows(workload)
+    s2 = float(length) ** 2 * rows
     path = kernel_path(model, workload)
     if path == "sdpa_dense":
         return s2, 2.0 * s2

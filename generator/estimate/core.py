@@ -7,6 +7,7 @@ from generator.estimate.activations import LOSS_BACKWARD_BYTES, activation_terms
 from generator.estimate.comm import communication
 from generator.estimate.hardware import gpu_known
 from generator.estimate.precision import transient_fp8_bytes
+from generator.estimate.scripts import liger_modelled
 from generator.estimate.states import PHASES, cpu_bytes_per_machine, model_states
 from generator.estimate.timing import step_timing
 from generator.estimate.types import METHODS, STRATEGIES, Estimate, Placement, Workload
@@ -101,7 +102,9 @@ def reserved_gb(model: ModelSpec, workload: Workload, strategy: str, peak_gb: fl
     with_ckpt, without = FRAGMENTATION[_fragmentation_family(strategy, workload.method)]
     fragmented = peak_gb * (1 + (with_ckpt if workload.grad_checkpointing else without))
     loss_gb = (
-        0.0 if workload.liger else LOSS_BACKWARD_BYTES * model.vocab_size * workload.seq_len * workload.micro_batch
+        0.0
+        if liger_modelled(workload)
+        else LOSS_BACKWARD_BYTES * model.vocab_size * workload.seq_len * workload.micro_batch
     )
     framework = catalog.strategy(strategy).framework
     return max(fragmented, loss_phase_gb + LOSS_RESERVE[framework] * loss_gb / 1e9)

@@ -16,6 +16,10 @@ from generator.estimate.types import DEFAULT_LOAD_DTYPE
 Script = Literal["train.py", "trainer", "custom"]
 """train.py (this repository's), trainer (transformers Trainer / TRL SFTTrainer), custom (a plain Accelerate loop)."""
 SCRIPTS: tuple[str, ...] = get_args(Script)
+ALL_LINEAR = ("q", "k", "v", "o", "gate", "up", "down")
+"""Every linear projection of a decoder layer (MoE experts are not adapted: estimate.states.lora_params)."""
+QV = ("q", "v")
+"""peft's default LoRA targets for llama-family models."""
 
 
 @dataclass(frozen=True)
@@ -45,6 +49,32 @@ class ScriptFacts:
     """The loss never builds the [tokens, vocab] logits: TRL's chunked fused LM head (sft_trainer.py 1142-1147,
     trl/trainer/utils.py 1548-1700) computes log-probs tile by tile. Otherwise transformers' ForCausalLMLoss keeps
     bf16 logits and their fp32 upcast (loss_utils.py 61)."""
+    # -- the levers the script has: the planner chooses only among these (issue 25) --
+    attentions: tuple[str, ...]
+    """Attention kernels the script can be told to use without editing it (Workload.attention values). train.py and
+    TRL's CLI take sdpa or flex (`--attn-implementation` / `--attn_implementation flex_attention`); a plain loop
+    uses what its from_pretrained call names, SDPA (transformers' default) unless the user declares otherwise."""
+    liger: Literal["full", "kernels", "none"]
+    """What turning Liger on means there. full: RMSNorm/SwiGLU/RoPE kernels and the fused linear cross-entropy
+    (train.py; `_apply_liger_kernel_to_instance`'s default, what a plain loop calling it gets). kernels: the
+    Trainer's `use_liger_kernel` with TRL's own loss kept (SFTTrainer passes fused_linear_cross_entropy=False,
+    sft_trainer.py 1125-1140), so the logits saving does not happen. none: no switch for it."""
+    fp8: bool
+    """A float8 training path the planner may pick: train.py's torchao conversion only. The Trainer's bf16=True
+    overrides the config's mixed_precision (training_args.py 1612-1618), so an fp8 YAML does not reach it."""
+    lora_targets: tuple[str, ...]
+    """LoRA's adapted projections when the user names none (short names q, k, v, o, gate, up, down): train.py all
+    linear layers; TRL (`lora_target_modules=None`) and a bare peft LoraConfig take peft's per-architecture default,
+    q_proj and v_proj for Mistral/Llama/Qwen2/Mixtral (peft/utils/constants.py
+    TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING)."""
+    lora_dropout: float
+    """LoRA dropout: train.py 0; TRL's CLI 0.05 (ModelConfig.lora_dropout); peft's LoraConfig default 0."""
+    flattens_micro_batch: bool
+    """The micro-batch reaches attention as one row of micro-batch x seq-len tokens: TRL's padding-free collator
+    (on whenever packing is "bfd", the CLI's --packing default) concatenates the examples with restarting
+    position_ids and no attention mask (sft_trainer.py 168-227); transformers then derives a block-diagonal mask over
+    the whole row for SDPA, eager and flex (masking_utils.py 735-765, 862-870). train.py and the bench's plain loop
+    feed separate rows."""
 
 
 FACTS: dict[str, ScriptFacts] = {
@@ -56,6 +86,12 @@ FACTS: dict[str, ScriptFacts] = {
         grad_as_bucket_view=True,
         load_dtype="fp32",
         fused_lm_head=False,
+        attentions=("sdpa", "flex"),
+        liger="full",
+        fp8=True,
+        lora_targets=ALL_LINEAR,
+        lora_dropout=0.0,
+        flattens_micro_batch=False,
     ),
     "trainer": ScriptFacts(
         name="trainer",
@@ -66,6 +102,12 @@ FACTS: dict[str, ScriptFacts] = {
         grad_as_bucket_view=False,
         load_dtype="fp32",
         fused_lm_head=True,
+        attentions=("sdpa", "flex"),
+        liger="kernels",
+        fp8=False,
+        lora_targets=QV,
+        lora_dropout=0.05,
+        flattens_micro_batch=True,
     ),
     "custom": ScriptFacts(
         name="custom",
@@ -76,6 +118,12 @@ FACTS: dict[str, ScriptFacts] = {
         grad_as_bucket_view=False,
         load_dtype="bf16",
         fused_lm_head=False,
+        attentions=("sdpa",),
+        liger="none",
+        fp8=False,
+        lora_targets=QV,
+        lora_dropout=0.0,
+        flattens_micro_batch=False,
     ),
 }
 
@@ -93,3 +141,58 @@ def default_load_dtype(script: str, method: str) -> str:
     method (fp32 masters for full, a bf16 frozen base under fp32 adapters: training/args.py), the others load what
     their library loads whatever the method (ScriptFacts.load_dtype)."""
     return DEFAULT_LOAD_DTYPE[method] if script == "train.py" else script_facts(script).load_dtype
+
+
+def liger_modelled(workload) -> bool:
+    """Whether Liger's effects are estimated for this workload (its kernels' smaller saved tensors, their time saving,
+    the fused cross-entropy that never builds the logits). train.py and a loop calling liger's
+    `_apply_liger_kernel_to_instance` get all of them. The Trainer's `use_liger_kernel` keeps TRL's own chunked loss,
+    and with it the one measured TRL row (LoRA, bf16, no checkpointing, on one H200) peaked where the no-Liger
+    prediction did and ran below even the no-Liger speed: nothing is credited there until rows say otherwise."""
+    return bool(workload.liger) and script_facts(workload.script).liger == "full"
+
+
+def with_script_levers(workload, script: str):
+    """`workload` as `script` would run it: the levers it cannot pull dropped (float8 to bf16, a kernel it cannot
+    select to SDPA, Liger off where it has no switch), and its own DDP bucket view and LoRA dropout. `check --script`
+    judges a config with this, so a train.py config checked for TRL is not credited train.py's levers."""
+    from dataclasses import replace
+
+    facts = script_facts(script)
+    return replace(
+        workload,
+        script=script,
+        precision=workload.precision if facts.fp8 else "bf16",
+        compiled_layers=workload.compiled_layers and facts.fp8,
+        attention=workload.attention if workload.attention in facts.attentions else "sdpa",
+        liger=workload.liger and facts.liger != "none",
+        grad_as_bucket_view=facts.grad_as_bucket_view,
+        lora_dropout=facts.lora_dropout,
+    )
+
+
+def default_lora_targets(script: str) -> tuple[str, ...]:
+    return script_facts(script).lora_targets
+
+
+def parse_lora_targets(text: str) -> tuple[str, ...]:
+    """`--lora-targets` value -> short names in layer order: all-linear, qv, or a comma list of q_proj / q / ...
+    A ValueError names what is wrong."""
+    words = [w.strip() for w in text.replace(" ", ",").split(",") if w.strip()]
+    if words == ["all-linear"]:
+        return ALL_LINEAR
+    if words == ["qv"]:
+        return QV
+    names = [w.removesuffix("_proj") for w in words]
+    unknown = [w for w, n in zip(words, names, strict=True) if n not in ALL_LINEAR]
+    if unknown or not names:
+        raise ValueError(
+            f"--lora-targets {text!r}: {'unknown ' + ', '.join(unknown) if unknown else 'empty'}; use all-linear, "
+            "qv or a comma list of q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj"
+        )
+    return tuple(t for t in ALL_LINEAR if t in names)
+
+
+def lora_modules(targets: tuple[str, ...]) -> list[str]:
+    """The module names peft matches (q_proj, ...), in layer order."""
+    return [f"{t}_proj" for t in targets]

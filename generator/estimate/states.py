@@ -21,7 +21,7 @@ activations still held), "backward_end" (the first decoder layer's backward, nea
 from __future__ import annotations
 
 from generator.catalog import strategies as catalog
-from generator.estimate.scripts import script_facts
+from generator.estimate.scripts import ALL_LINEAR, script_facts
 from generator.estimate.types import Placement, Workload
 from generator.model.types import ModelSpec
 
@@ -38,8 +38,8 @@ NF4_BYTES_PER_PARAM = 0.5 + 0.127 / 8
 ADAMW8BIT_STATE_BYTES = 2.0
 # peft keeps LoRA adapters in fp32 (autocast_adapter_dtype=True): weight 4 + grad 4 + AdamW 8.
 LORA_STATE_BYTES = 16.0
-# Targets LoRA adapts in every decoder layer (train.py default: all linear projections).
-LORA_TARGETS = ("q", "k", "v", "o", "gate", "up", "down")
+# Every projection LoRA can adapt in a decoder layer (train.py's default: all of them; Workload.lora_targets).
+LORA_TARGETS = ALL_LINEAR
 
 _IN_STEP = ("forward_end", "backward_start", "backward_end")  # phases of forward/backward, not the optimizer step
 
@@ -54,16 +54,24 @@ def shard_count(strategy: str, placement: Placement) -> int:
     return placement.num_gpus
 
 
-def lora_params(model: ModelSpec, rank: int) -> int:
+def adapted_targets(model: ModelSpec, targets: tuple[str, ...] = LORA_TARGETS) -> tuple[str, ...]:
+    """The targets that exist as nn.Linear in this model: an MoE's experts are fused expert tensors, not Linear
+    layers peft adapts by name, so only the attention projections remain."""
+    return tuple(t for t in targets if not (model.num_experts and t in ("gate", "up", "down")))
+
+
+def lora_params(model: ModelSpec, rank: int, targets: tuple[str, ...] = LORA_TARGETS) -> int:
     """Adapter parameters: r x (in + out) per targeted linear per layer (MoE experts not adapted)."""
     h, q = model.hidden_size, model.num_heads * model.head_dim
     kv, f = model.num_kv_heads * model.head_dim, model.intermediate_size
     dims = {"q": (h, q), "k": (h, kv), "v": (h, kv), "o": (q, h), "gate": (h, f), "up": (h, f), "down": (f, h)}
-    return model.num_layers * sum(rank * (a + b) for a, b in (dims[t] for t in LORA_TARGETS))
+    return model.num_layers * sum(rank * (a + b) for a, b in (dims[t] for t in adapted_targets(model, targets)))
 
 
 def trainable_params(model: ModelSpec, workload: Workload) -> int:
-    return model.params_total if workload.method == "full" else lora_params(model, workload.lora_r)
+    if workload.method == "full":
+        return model.params_total
+    return lora_params(model, workload.lora_r, workload.lora_targets)
 
 
 def load_bytes(workload: Workload) -> int:

@@ -20,6 +20,7 @@ from generator.estimate.attention import attention_flops_per_token, kernel_path
 from generator.estimate.comm import Comm
 from generator.estimate.hardware import gpu_rates
 from generator.estimate.precision import FP8_GEMM_SPEEDUP, cast_bytes_per_token, fp8_matmul_params, weight_cast_bytes
+from generator.estimate.scripts import liger_modelled
 from generator.estimate.states import load_bytes, lora_params, qlora_unquantised_params, shard_count, trainable_params
 from generator.estimate.types import Placement, Workload
 from generator.model.sizing import flops_per_token
@@ -157,7 +158,7 @@ def _compute_s(model: ModelSpec, workload: Workload, peak_flops: float) -> float
     attn = attention_flops_per_token(model, workload) * (fwd + 2) / 3
     efficiency = ATTENTION_EFFICIENCY[kernel_path(model, workload)]
     seconds = tokens * (matmul / MATMUL_EFFICIENCY + attn / efficiency) / peak_flops
-    return seconds * (1 - LIGER_COMPUTE_SAVING) if workload.liger else seconds
+    return seconds * (1 - LIGER_COMPUTE_SAVING) if liger_modelled(workload) else seconds
 
 
 def _update_bytes(model: ModelSpec, workload: Workload, placement: Placement, strategy: str) -> float:
@@ -219,7 +220,8 @@ def _adapter_bytes(model: ModelSpec, workload: Workload) -> float:
     tokens = workload.seq_len * workload.micro_batch * workload.grad_accum
     passes = _forward_passes(workload) + LORA_BACKWARD_PASSES
     fused = COMPILED_ADAPTER_FUSED if workload.layers_compiled else 0.0
-    return tokens * lora_params(model, 1) * LORA_BYTES_PER_TOKEN_WIDTH * passes * (1 - fused)
+    width = lora_params(model, 1, workload.lora_targets)
+    return tokens * width * LORA_BYTES_PER_TOKEN_WIDTH * passes * (1 - fused)
 
 
 def _dequant_bytes(model: ModelSpec, workload: Workload) -> float:

@@ -41,6 +41,10 @@ class Workload:
     compiled_layers: bool = False
     """Each decoder layer under torch.compile (train.py --compile-layers); fp8 always does (layers_compiled)."""
     lora_r: int = 16
+    lora_targets: tuple[str, ...] = ("q", "k", "v", "o", "gate", "up", "down")
+    """Projections LoRA adapts in each decoder layer (estimate.scripts.ALL_LINEAR names them)."""
+    lora_dropout: float = 0.0
+    """LoRA dropout (TRL's CLI: 0.05): each adapter keeps a dropout mask of its input and runs one more pass."""
     liger: bool = False
     """Liger fused kernels (fused linear cross-entropy: no full logits tensor)."""
     attention: str = "sdpa"

@@ -3,6 +3,7 @@ open, the tie-break among them, and the reasons the plan gives in words."""
 
 from __future__ import annotations
 
+from generator.estimate.scripts import script_facts
 from generator.plan.rows import Row
 from generator.plan.types import PlanRequest
 
@@ -11,10 +12,14 @@ KERNEL_ATTENTION = ("sdpa", "flex")
 
 
 def kernel_options(request: PlanRequest) -> list[tuple[str, bool]]:
-    """(attention, liger) pairs worth estimating. flex needs a GPU and torch >= 2.5, which a plan for GPUs may assume;
-    Liger only where it is importable where the job runs (request.liger_installed)."""
-    attentions = KERNEL_ATTENTION if request.attention == "auto" else (request.attention,)
-    ligers = (request.liger,) if request.liger is not None else (False, True)[: 1 + request.liger_installed]
+    """(attention, liger) pairs worth estimating, among the levers the script has (ScriptFacts.attentions, .liger):
+    an explicit --attention / --liger is the user declaring what their script does. flex needs a GPU and torch >= 2.5,
+    which a plan for GPUs may assume; Liger only where it is importable where the job runs (request.liger_installed)."""
+    facts = script_facts(request.script)
+    attentions = facts.attentions if request.attention == "auto" else (request.attention,)
+    # the Trainer's Liger keeps TRL's loss and is credited nothing (estimate.scripts.liger_modelled): --liger only
+    can_liger = request.liger_installed and facts.liger == "full"
+    ligers = (request.liger,) if request.liger is not None else (False, True)[: 1 + can_liger]
     return [(a, lg) for a in attentions for lg in ligers]
 
 
@@ -42,7 +47,12 @@ def kernel_reasons(request: PlanRequest, chosen: Row, rows: list[Row]) -> list[s
     tps = chosen.estimate.tokens_per_s_per_gpu
     out = []
     name = "flex_attention" if w.attention == "flex" else "SDPA"
-    if request.attention == "auto":
+    if request.attention == "auto" and len(script_facts(request.script).attentions) == 1:
+        out.append(
+            f"attention: {name}, what a plain loop's from_pretrained uses (--attention flex if your loop loads the "
+            "model with attn_implementation='flex_attention')"
+        )
+    elif request.attention == "auto":
         other = _same_but(chosen, rows, attention="sdpa" if w.attention == "flex" else "flex")
         if other is not None and other.estimate.fits:
             versus = other.estimate.tokens_per_s_per_gpu
@@ -73,6 +83,11 @@ def kernel_reasons(request: PlanRequest, chosen: Row, rows: list[Row]) -> list[s
             )
     elif request.liger is not None:
         out.append(f"Liger {'on' if request.liger else 'off'} (--{'' if request.liger else 'no-'}liger)")
+    if request.liger is None and script_facts(request.script).liger == "kernels":
+        out.append(
+            "Liger not chosen: TRL's use_liger_kernel keeps TRL's own loss (no fused cross-entropy), and no memory or "
+            "speed gain is predicted for its other kernels there; --liger turns it on anyway"
+        )
     return out
 
 

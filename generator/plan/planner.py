@@ -22,7 +22,7 @@ from itertools import product
 from generator.catalog import strategies as catalog
 from generator.errors import UserError
 from generator.estimate.hardware import unknown_gpu_warning
-from generator.estimate.scripts import default_load_dtype, script_facts
+from generator.estimate.scripts import default_load_dtype, default_lora_targets, script_facts
 from generator.estimate.types import STRATEGIES, Placement, Workload
 from generator.model.types import ModelSpec
 from generator.plan import advice, parallel, reasons
@@ -42,6 +42,7 @@ from generator.plan.precision import (
 )
 from generator.plan.request_check import check_request
 from generator.plan.rows import Option, Row
+from generator.plan.script_levers import versus_train_py
 from generator.plan.types import Plan, PlanRequest
 from generator.plan.usable import usable_memory_text
 from generator.topology.types import Topology
@@ -104,6 +105,8 @@ def make_plan(
     warnings = plan_warnings(topology, model, request, chosen, forced, inter_warning) + (
         [split_note] * bool(split_note)
     )
+    if request.script != "train.py" and not forced:  # in the header too: a TRL user reads the YAML
+        why += versus_train_py(request, chosen, lambda r: make_plan(topology, model, r, bandwidth, engines))
     plan = build_plan(topology, model, request, chosen, forced, why, warnings)
     return replace(plan, levers=tuple(fp8_lever(model, request, chosen, engines)))
 
@@ -123,7 +126,7 @@ def _in_precision(rows: list[Row], chosen: Row) -> list[Row]:
 
 def _liger_gain(model: ModelSpec, request: PlanRequest, chosen: Row, engines: Engines) -> list[str]:
     """Where Liger is left to the planner but not importable here: what installing it is predicted to gain."""
-    if request.liger is not None or request.liger_installed:
+    if request.liger is not None or request.liger_installed or script_facts(request.script).liger != "full":
         return []
     o = chosen.option
     fused = engines.estimate_all(
@@ -233,6 +236,8 @@ def evaluate(topology, model, request, choices, inter, engines: Engines) -> tupl
                 optimizer=request.optimizer,
                 load_dtype=load_dtype(request),
                 lora_r=request.lora_r,
+                lora_targets=request.lora_targets or default_lora_targets(request.script),
+                lora_dropout=script_facts(request.script).lora_dropout,
                 liger=liger,
                 attention=attention,
                 doc_tokens=request.doc_tokens,
@@ -275,4 +280,5 @@ def build_plan(topology, model, request, chosen: Row, forced: bool, why: list[st
         forced=forced,
         warnings=tuple(warnings),
         usable_memory=usable_memory_text(o.placement.gpu_memory_gb, request.headroom, o.placement.num_gpus),
+        script_path=request.script_path,
     )

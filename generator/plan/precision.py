@@ -16,6 +16,7 @@ from generator.catalog import strategies as catalog
 from generator.catalog.gpus import find_gpu
 from generator.errors import UserError
 from generator.estimate.precision import PRECISIONS, fp8_refusal, fp8_supported
+from generator.estimate.scripts import script_facts
 from generator.model.types import ModelSpec
 from generator.plan.engines import Engines
 from generator.plan.policy import TIE_TOLERANCE
@@ -47,6 +48,12 @@ def request_problem(request: PlanRequest) -> str | None:
     """Explicit --precision fp8 with a method or strategy train.py does not run in float8 (request_check's line)."""
     if request.precision != "fp8":
         return None
+    if not script_facts(request.script).fp8:
+        return (
+            f"--precision fp8 does not apply to --script {request.script}: only train.py has a float8 path (the "
+            "Trainer's bf16=True overrides the config's mixed precision); use --script train.py --precision fp8 or "
+            "--precision bf16"
+        )
     if request.method not in FP8_METHODS:
         return (
             f"--precision fp8 does not apply to --method {request.method}: QLoRA's base is 4-bit, so there is no bf16 "
@@ -65,6 +72,8 @@ def auto_blocker(request: PlanRequest, gpu_name: str) -> str | None:
         return f"fp8 not offered: {fp8_refusal(gpu_name).split(': ', 1)[1].split(';')[0]}"
     if request.method not in FP8_METHODS:
         return "fp8 not offered for QLoRA: its base is 4-bit, so there is no bf16 Linear for float8 to take"
+    if not script_facts(request.script).fp8:
+        return f"fp8 not offered: --script {request.script} has no float8 path (train.py's torchao conversion)"
     if not request.fp8_installed:
         return "fp8 not chosen: torchao is not installed here (pip install 'dist-config-generator[fp8]')"
     return None
@@ -86,16 +95,19 @@ def strategy_refusal(request: PlanRequest, precision: str, strategy: str) -> str
     if framework == "deepspeed":
         return f"{NOT_ON_DEEPSPEED} (fp8 rows)"
     if framework == "fsdp" and request.precision == "auto":
-        return "--precision auto takes fp8 only under DDP: float8 is not measured under FSDP2 (issue 21; fp8 rows)"
+        return (
+            f"--precision auto takes fp8 only under DDP: float8 is not measured under FSDP2 ({MEASURED_FILE} holds "
+            "DDP rows only; fp8 rows)"
+        )
     return None
 
 
 def unmeasured(gpu_name: str, strategy: str, num_gpus: int) -> str | None:
     """Why an fp8 plan is predicted only (None where it is the measured kind: DDP on one H200)."""
     if catalog.strategy(strategy).framework != "ddp":
-        return "float8 is not measured under FSDP2 (issue 21)"
+        return f"float8 is not measured under FSDP2 (the measured rows, {MEASURED_FILE}, are DDP on one H200)"
     if num_gpus > 1:
-        return f"float8 is measured on one GPU, not on {num_gpus} (issue 21)"
+        return f"float8 is measured on one GPU, not on {num_gpus} ({MEASURED_FILE})"
     part = find_gpu(gpu_name)
     if part is None or part.name != MEASURED_GPU:
         return f"float8 is measured on an H200, not on {part.name if part else gpu_name}"
@@ -139,6 +151,8 @@ def fp8_lever(model: ModelSpec, request: PlanRequest, chosen: Row, engines: Engi
         return []
     gpu, strategy = chosen.option.placement.gpu_name, chosen.estimate.strategy
     blocker = auto_blocker(request, gpu)
+    if not script_facts(request.script).fp8:
+        return []  # the script has no float8 path: script_reasons says what train.py would do instead
     if blocker and (not fp8_supported(gpu) or request.method not in FP8_METHODS):
         return [blocker]
     if catalog.strategy(strategy).framework == "deepspeed":

@@ -32,6 +32,9 @@ class PlanRequest:
     """auto (train.py's default for the method: generator.estimate.types.DEFAULT_LOAD_DTYPE) | fp32 | bf16."""
     optimizer: str = "adamw"
     lora_r: int = 16
+    lora_targets: tuple[str, ...] | None = None
+    """Projections LoRA adapts (estimate.scripts short names); None: the script's default (train.py all linear
+    layers, TRL and peft q_proj and v_proj)."""
     # --- kernels (issue 17) ---
     liger: bool | None = None
     """None: the planner chooses (only when liger_installed); True/False: --liger / --no-liger."""
@@ -63,7 +66,10 @@ class PlanRequest:
     # -- the training script (issue 18) --
     script: str = "train.py"
     """The script the YAML is launched with (estimate.scripts.SCRIPTS); load_dtype should be its default unless the
-    user chose one (ui.request does that)."""
+    user chose one (ui.request does that). The planner chooses only among this script's levers (ScriptFacts)."""
+    script_path: str | None = None
+    """The user's own script file for `trainer` (a TRL-CLI-style script) or `custom` (a plain Accelerate loop);
+    None: TRL's own `trl.scripts.sft` for trainer, a placeholder name for custom."""
     # -- end script --
 
 
@@ -98,6 +104,8 @@ class Plan:
     written in the config header, so a bf16 plan's config stays as it was."""
     usable_memory: str = ""
     """Why the usable budget (estimate.capacity_gb) is less than the card: headroom, CUDA context, NCCL buffers."""
+    script_path: str | None = None
+    """PlanRequest.script_path: what the launch command runs for trainer / custom."""
     parallel: ParallelGroups | None = None
     """Tensor/context-parallel groups over FSDP2 (generator.plan.parallel); None: data parallelism only."""
 

@@ -59,6 +59,11 @@ def check_trial_args(args) -> None:
         raise UserError("--trial-budget-s must be positive")
     if args.num_machines > 1:
         raise UserError("--trial runs on this machine only; drop --num-machines or trial one machine's plan")
+    if getattr(args, "script", "train.py") != "train.py":
+        raise UserError(
+            f"--trial launches train.py, so it cannot measure --script {args.script}; drop --trial and run the printed "
+            "line (bench/trl_cli.py times TRL's own script that way)"
+        )
     train_script(args.train_script)
 
 

@@ -8,6 +8,7 @@ import sys
 from rich.console import Console
 from rich.markup import escape
 
+from generator.emit.script_cli import loop_settings
 from generator.plan.reasons import format_ids
 from generator.plan.types import Plan
 from generator.ui.estimates import estimate_to_dict, render_estimates
@@ -44,6 +45,8 @@ def plan_to_dict(plan: Plan, launch_command: str, config_path: str | None) -> di
         "usable_memory": plan.usable_memory,
         "config_path": config_path,
         "launch_command": launch_command,
+        "script": w.script,
+        "loop_settings": loop_settings(plan),
     }
 
 
@@ -94,3 +97,8 @@ def print_plan(plan: Plan, launch_command: str, written: list[str], console=None
         console.print(f"(nothing written; add --output PATH to write {DEFAULT_CONFIG})")
     console.print("[bold]Launch:[/]")
     console.print(escape(launch_command), soft_wrap=True, highlight=False)
+    settings = loop_settings(plan)
+    if settings:
+        console.print("[bold]Your loop must use[/] (for these predictions to hold):")
+        for line in settings:
+            console.print(f"  - {escape(line)}")

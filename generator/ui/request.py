@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 
+from generator.errors import UserError
+from generator.estimate.scripts import parse_lora_targets
 from generator.plan.types import PlanRequest
 from generator.ui.dataset import mean_example_tokens
 from generator.ui.parallel_args import parallel_fields
@@ -26,6 +28,7 @@ def request_from_args(args: argparse.Namespace) -> PlanRequest:
         load_dtype=args.load_dtype or "auto",
         optimizer=args.optimizer,
         lora_r=args.lora_r,
+        lora_targets=_lora_targets(args),
         # --- kernels (issue 17) ---
         liger=args.liger,
         attention=args.attention,
@@ -38,9 +41,21 @@ def request_from_args(args: argparse.Namespace) -> PlanRequest:
         inter_node_gbps=args.inter_node_gbps,
         fabric=args.fabric,
         script=getattr(args, "script", None) or "train.py",
+        script_path=getattr(args, "script_path", None),
         precision=getattr(args, "precision", None) or "auto",
         **parallel_fields(args),  # --tp-size / --cp-size (ui/parallel_args.py)
     )
+
+
+def _lora_targets(args: argparse.Namespace) -> tuple[str, ...] | None:
+    """--lora-targets parsed (None: the script's default); a bad list is one line."""
+    text = getattr(args, "lora_targets", None)
+    if not text:
+        return None
+    try:
+        return parse_lora_targets(text)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
 
 
 def _doc_tokens(args: argparse.Namespace) -> int | None:

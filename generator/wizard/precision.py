@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 
 from generator.errors import UserError
 from generator.estimate.precision import fp8_supported
+from generator.estimate.scripts import script_facts
 from generator.plan.precision import FP8_METHODS, unmeasured
 from generator.plan.types import Plan, PlanRequest
 from generator.ui.installed import installed_fields
@@ -49,7 +50,7 @@ def fp8_gain(topology, model, request: PlanRequest) -> Fp8Gain | None:
     choice writes: auto's plan for the precision auto resolves to, the forced precision's plan for the other."""
     from generator.plan.planner import make_plan
 
-    if request.method not in FP8_METHODS:
+    if request.method not in FP8_METHODS or not script_facts(request.script).fp8:
         return None
     try:
         auto = make_plan(topology, model, replace(request, precision="auto"))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from generator.estimate.scripts import parse_lora_targets
 from generator.plan.fabrics import FABRICS
 from generator.plan.types import PlanRequest
 from generator.ui.installed import installed_fields
@@ -80,19 +81,50 @@ QUESTIONS: tuple[QuestionSpec, ...] = (
         validate=auto_or_positive_int,
         parse=auto_int,
     ),  # fmt: skip
+    # -- the training script: asked before the kernels, whose choices are the script's levers (issue 25) --
     QuestionSpec(
-        "kernels",
+        "script",
         "select",
-        "Kernels?",
+        "Which script will you launch the config with?",
         lambda a: [
-            ("The planner's pick: the fastest predicted that fits (flex attention, Liger where installed)", "auto"),
-            ("Standard: SDPA attention, nothing extra to install", "sdpa"),
-            ("Liger kernels (pip install liger-kernel): less memory, so larger micro-batches fit", "liger"),
-            ("Liger + flex attention", "liger-flex"),
-            ("Flex attention only", "flex"),
+            ("train.py (this repository's)", "train.py"),
+            ("TRL's SFT script (trl.scripts.sft) or your own Trainer / SFTTrainer script", "trainer"),
+            ("My own Accelerate loop (torch AdamW defaults)", "custom"),
         ],
-        default="auto",
+        default="train.py",
     ),
+    QuestionSpec(
+        "script_path",
+        "text",
+        "Path of your script (empty: TRL's own trl.scripts.sft):",
+        default="",
+        when=lambda a: a["script"] == "trainer",
+    ),
+    QuestionSpec(
+        "script_path",
+        "text",
+        "Path of your training loop script (empty: a placeholder name in the launch line):",
+        default="",
+        when=lambda a: a["script"] == "custom",
+    ),
+    QuestionSpec(
+        "lora_targets",
+        "select",
+        "Which projections does LoRA adapt?",
+        lambda a: [
+            (
+                "The script's default ("
+                + ("all linear layers" if a["script"] == "train.py" else "q_proj and v_proj, peft's default")
+                + ")",
+                "default",
+            ),
+            ("All linear layers (all-linear)", "all-linear"),
+            ("q_proj and v_proj", "qv"),
+        ],  # fmt: skip
+        default="default",
+        when=lambda a: a["method"] != "full",
+    ),
+    QuestionSpec("kernels", "select", "Kernels?", lambda a: kernel_choices(a["script"]), default="auto"),
     QuestionSpec(
         "doc_tokens",
         "text",
@@ -102,19 +134,6 @@ QUESTIONS: tuple[QuestionSpec, ...] = (
         parse=auto_int,
         when=lambda a: a["kernels"] in ("auto", "flex", "liger-flex"),
     ),  # fmt: skip
-    # -- the training script (issue 18) --
-    QuestionSpec(
-        "script",
-        "select",
-        "Which script will you launch the config with?",
-        lambda a: [
-            ("train.py (this repository's)", "train.py"),
-            ("transformers Trainer / TRL SFTTrainer", "trainer"),
-            ("My own Accelerate loop (torch AdamW defaults)", "custom"),
-        ],
-        default="train.py",
-    ),
-    # -- end script --
     QuestionSpec("num_machines", "text", "Number of machines:", default="1", validate=positive_int, parse=int),
     QuestionSpec(
         "main_process_ip",
@@ -162,9 +181,41 @@ QUESTIONS: tuple[QuestionSpec, ...] = (
         "confirm",
         "After you accept, run a short trial of the top candidates on these GPUs and write the fastest? (minutes)",
         default=False,
-        when=lambda a: a.get("_live") is not None and a["machine"] == LIVE and a["num_machines"] == 1,
+        # the trial launches train.py: it measures nothing of another script
+        when=lambda a: (
+            a.get("_live") is not None
+            and a["machine"] == LIVE
+            and a["num_machines"] == 1
+            and a.get("script", "train.py") == "train.py"
+        ),
     ),  # fmt: skip
 )
+
+
+def kernel_choices(script: str) -> list[tuple[str, str]]:
+    """The kernel levers `script` has (estimate.scripts.ScriptFacts), as answers kernel_fields understands."""
+    if script == "custom":  # the planner cannot switch kernels inside your loop: say what it does
+        return [
+            ("SDPA (from_pretrained's default)", "sdpa"),
+            ("My loop loads flex_attention", "flex"),
+            ("My loop applies Liger's kernels", "liger"),
+            ("Both: Liger and flex attention", "liger-flex"),
+        ]
+    auto = "The planner's pick: the fastest predicted that fits (flex attention" + (
+        ", Liger where installed)" if script == "train.py" else "; TRL's Liger is credited nothing)"
+    )
+    liger = (
+        "Liger kernels (pip install liger-kernel): less memory, so larger micro-batches fit"
+        if script == "train.py"
+        else "Liger kernels (use_liger_kernel; TRL keeps its own loss)"
+    )
+    return [
+        (auto, "auto"),
+        ("Standard: SDPA attention, nothing extra to install", "sdpa"),
+        (liger, "liger"),
+        ("Liger + flex attention", "liger-flex"),
+        ("Flex attention only", "flex"),
+    ]
 
 
 def kernel_fields(kernels: str) -> dict:
@@ -193,6 +244,8 @@ def request_from_answers(a: Answers) -> PlanRequest:
         fabric=a.get("fabric") if multi and a.get("fabric") != "measured" else None,
         inter_node_gbps=a.get("inter_node_gbps") if multi else None,
         script=a.get("script", "train.py"),
+        script_path=a.get("script_path") or None,
+        lora_targets=None if a.get("lora_targets", "default") == "default" else parse_lora_targets(a["lora_targets"]),
         precision=a.get("precision", "auto"),
         **precision_fields(),
     )

@@ -1,7 +1,9 @@
-"""Fine-tune Mistral-7B with TRL's SFTTrainer under a config the generator writes (the `trainer` script of
-docs/scripts.md; recipes/trl-sft/README.md has the commands).
+"""The bench's SFTTrainer script: TRL's SFTTrainer under a config the generator writes, fed pre-packed full blocks so
+every step trains exactly micro-batch x seq-len tokens (the `trainer` rows of bench/sweep.py; docs/scripts.md). Users
+run TRL's own CLI script instead (`plan --script trainer` prints that line; recipes/trl-sft/README.md), which the
+bench runs unchanged in bench/trl_cli.py.
 
-    CUDA_DEVICE_ORDER=PCI_BUS_ID accelerate launch --config_file CONFIG.yaml recipes/trl-sft/sft.py \
+    CUDA_DEVICE_ORDER=PCI_BUS_ID accelerate launch --config_file CONFIG.yaml bench/scripts/trl_sft.py \
         --model mistralai/Mistral-7B-v0.1 --method lora --seq-len 4096 --micro-batch 1 --global-batch 16
 
 What a user typically writes: an SFTConfig (bf16=True, gradient_checkpointing as given, per_device_train_batch_size,

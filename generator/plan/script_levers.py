@@ -1,0 +1,80 @@
+"""The levers a launched script really has (estimate.scripts.ScriptFacts) as the plan words them: what the chosen
+script cannot pull, and what train.py, which has them all, is predicted to do with the same request (one line,
+never silently: a TRL user should know by how much the other script would be faster, and how to switch)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+from generator.errors import UserError
+from generator.estimate.scripts import script_facts
+from generator.plan.policy import TIE_TOLERANCE
+from generator.plan.rows import Row
+from generator.plan.types import Plan, PlanRequest
+
+SCRIPT_NAMES = {"train.py": "train.py", "trainer": "the Trainer / TRL", "custom": "your Accelerate loop"}
+
+
+def lever_words(plan: Plan) -> list[str]:
+    """The speed levers a plan pulled, in words (empty when it pulled none)."""
+    w = plan.workload
+    words = []
+    if w.precision == "fp8":
+        words.append("float8")
+    if w.attention == "flex":
+        words.append("flex attention")
+    if w.liger:
+        words.append("Liger" + (" (its kernels only: TRL keeps its own loss)" if w.script == "trainer" else ""))
+    return words
+
+
+def missing_levers(script: str) -> list[str]:
+    """What train.py can do that `script` cannot be told to do."""
+    facts, out = script_facts(script), []
+    if not facts.fp8:
+        out.append("float8")
+    if "flex" not in facts.attentions:
+        out.append("flex attention (unless your loop loads the model with attn_implementation='flex_attention': "
+                   "--attention flex)")  # fmt: skip
+    if facts.liger == "none":
+        out.append("Liger (unless your loop applies it: --liger)")
+    elif facts.liger == "kernels":
+        out.append("Liger's fused cross-entropy (TRL turns it off and keeps its own chunked loss)")
+    return out
+
+
+def versus_train_py(request: PlanRequest, chosen: Row, plan_with: Callable[[PlanRequest], Plan]) -> list[str]:
+    """One line: train.py's own plan for this request against the chosen script's (total tokens/s over the GPUs each
+    uses), with the levers that make the difference. `plan_with` plans a request on the same machine and model."""
+    alternative = replace(
+        request,
+        script="train.py",
+        script_path=None,
+        # the same numerics: the dtype the user's script loads in, the same adapters
+        load_dtype=chosen.option.workload.load_dtype,
+        lora_targets=chosen.option.workload.lora_targets,
+    )
+    try:
+        other = plan_with(alternative)
+    except UserError:
+        return []
+    mine = chosen.total_tps
+    theirs = other.estimate.tokens_per_s_per_gpu * other.num_processes  # total over every GPU each plan uses
+    gain = theirs / mine - 1 if mine else 0.0
+    name = SCRIPT_NAMES[request.script]
+    cannot = missing_levers(request.script)
+    head = f"script {request.script}: the plan uses only levers {name} has" + (
+        f" (not {', '.join(cannot)})" if cannot else ""
+    )
+    if gain <= TIE_TOLERANCE:
+        per_gpu = other.estimate.tokens_per_s_per_gpu
+        return [f"{head}; train.py is predicted no faster here ({per_gpu:,.0f} tokens/s/GPU)"]
+    levers = lever_words(other)
+    how = f" with {', '.join(levers)}" if levers else ""
+    return [
+        f"{head}; train.py would be predicted {gain:+.0%} faster: {other.estimate.tokens_per_s_per_gpu:,.0f} "
+        f"tokens/s/GPU on {other.num_processes} GPU(s){how}, micro-batch {other.workload.micro_batch}, "
+        f"checkpointing {'on' if other.workload.grad_checkpointing else 'off'} (plan with --script train.py and "
+        "launch train.py to take it)"
+    ]

@@ -1,0 +1,126 @@
+"""The launch line `plan` prints in the launched script's own terms (issue 25): TRL's CLI flags for --script trainer,
+the user's loop and its settings for --script custom, and no lever the script cannot pull, on every bundled machine.
+Then the printed TRL line itself runs TRL's own `trl.scripts.sft` on CPU on a tiny model for a few steps (placeholders
+filled in as a user would, bf16 swapped for CPU), through the bench's step-log hook."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+MACHINES = sorted(p.stem for p in (ROOT / "generator" / "machines").glob("*.txt"))
+TRAIN_PY_ONLY = ("--precision", "--liger", "--compile-layers", "--lora-targets", "--seq-len", "train.py")
+
+
+def plan_json(*flags: str) -> dict:
+    cmd = [sys.executable, "-m", "generator", "plan", "--model", "mistral-7b", *flags, "--json"]
+    res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=60)
+    if res.returncode == 2 and "does not fit" in res.stderr:
+        pytest.skip(res.stderr.split(":")[1])  # e.g. a full fine-tune on 24 GB cards: refused for every script
+    assert res.returncode == 0, res.stderr
+    return json.loads(res.stdout)
+
+
+def flag_values(words: list[str]) -> dict[str, str]:
+    """--flag value pairs; a bare flag (--packing) maps to "" and a list flag to its words joined by spaces."""
+    out: dict[str, str] = {}
+    for i, w in enumerate(words):
+        if w.startswith("--"):
+            j = i + 1
+            while j < len(words) and not words[j].startswith("--"):
+                j += 1
+            out[w] = " ".join(words[i + 1 : j])
+    return out
+
+
+def words_after_config(launch: str) -> list[str]:
+    words = shlex.split(launch)
+    return words[words.index("--config_file") + 2 :]
+
+
+@pytest.mark.parametrize("machine", MACHINES)
+@pytest.mark.parametrize("method", ["full", "lora", "qlora"])
+def test_trainer_line_is_trl_cli_with_trl_levers_only(machine, method):
+    plan = plan_json("--machine", machine, "--script", "trainer", "--method", method)
+    words = words_after_config(plan["launch_command"])
+    words = [w for w in words if w != "--enable_cpu_affinity"]
+    assert words[:2] == ["-m", "trl.scripts.sft"]
+    assert not [w for w in words if w in TRAIN_PY_ONLY or w.startswith("--micro")], words
+    flags = flag_values(words[2:])
+    assert flags["--per_device_train_batch_size"] == str(plan["micro_batch"])
+    assert flags["--gradient_accumulation_steps"] == str(plan["gradient_accumulation_steps"])
+    assert flags["--max_length"] == str(plan["seq_len"])
+    assert "--packing" in words and ("--use_peft" in words) == (method != "full")
+    assert ("--load_in_4bit" in words) == (method == "qlora")
+    chosen = plan["chosen"]
+    assert chosen["strategy"] == plan["strategy"]
+    # the workload the plan priced is the one the line runs: TRL's kernel, no float8
+    assert all("fp8" not in r for r in plan["reasons"] if r.startswith("precision"))
+    assert any(r.startswith("script trainer:") for r in plan["reasons"])
+
+
+@pytest.mark.parametrize("machine", MACHINES)
+def test_custom_line_runs_the_users_loop_with_its_settings(machine, tmp_path):
+    plan = plan_json("--machine", machine, "--script", "custom", "--method", "lora", "--script-path", "my_loop.py")
+    words = [w for w in words_after_config(plan["launch_command"]) if w != "--enable_cpu_affinity"]
+    assert words == ["my_loop.py"]
+    settings = plan["loop_settings"]
+    assert f"batch_size={plan['micro_batch']} per process" in settings[0]
+    assert any(f"gradient_accumulation_steps={plan['gradient_accumulation_steps']}" in s for s in settings)
+    assert any("attn_implementation='sdpa'" in s for s in settings)  # a plain loop's default: no flex unless declared
+    assert any("target_modules=['q_proj', 'v_proj']" in s for s in settings)  # peft's default targets
+
+
+def test_fp8_is_refused_for_scripts_without_a_float8_path():
+    cmd = [sys.executable, "-m", "generator", "plan", "--model", "mistral-7b", "--script", "trainer", "--precision"]
+    res = subprocess.run([*cmd, "fp8"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert res.stderr.strip().count("\n") == 0 and "only train.py has a float8 path" in res.stderr
+
+
+@pytest.mark.slow
+def test_printed_trl_line_trains_on_cpu(tmp_path):
+    """TRL's own script, launched as printed (model, data, steps and output filled in; CPU instead of bf16 GPUs)."""
+    pytest.importorskip("trl")
+    from bench.trl_cli import HOOK, filled_command
+    from tests.tiny_model import build_tiny_mistral
+
+    build_tiny_mistral(tmp_path / "tiny")
+    cfg = tmp_path / "trl.yaml"
+    plan = plan_json("--machine", "h200-sxm-2", "--num-gpus", "1", "--script", "trainer", "--method", "lora",
+                     "--seq-len", "64", "--micro-batch", "2", "--global-batch", "4", "--output", str(cfg),
+                     "--force")  # fmt: skip
+    cmd = filled_command(plan["launch_command"], tmp_path / "tiny", ROOT / "recipes/data/trl-chat", 3, tmp_path / "o")
+    cmd[cmd.index("--bf16") + 1] = "False"
+    cmd += ["--use_cpu", "True"]
+    log = tmp_path / "steps.jsonl"
+    env = {**os.environ, "PYTHONPATH": str(HOOK), "BENCH_STEPLOG": str(log), "HF_DATASETS_CACHE": str(tmp_path)}
+    res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
+    assert res.returncode == 0, res.stderr[-3000:]
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    start, steps = records[0], [r for r in records if "step" in r and "event" not in r]
+    assert start["grad_accum"] == 2 and start["micro_batch"] == 2 and start["padding_free"] is True
+    # the plan kept TRL's own default load dtype (float32) and printed it; the frozen base arrived in it
+    assert flag_values(shlex.split(plan["launch_command"]))["--dtype"] == "float32"
+    assert start["trainable_param_dtypes"] == ["float32"] and start["frozen_param_dtypes"] == ["float32"]
+    assert [r["step"] for r in steps] == [1, 2, 3]
+    # TRL's own token count: packed bins of at most 64 tokens, 2 x 2 per step
+    assert all(r["num_tokens"] > 0 for r in steps) and steps[-1]["num_tokens"] <= 3 * 4 * 64
+    assert all(r["loss"] > 0 and r["tokens_per_s_per_gpu"] > 0 for r in steps)
+
+
+def test_trial_refuses_a_script_it_would_not_launch(tmp_path):
+    res = subprocess.run(
+        [sys.executable, "-m", "generator", "plan", "--model", "mistral-7b", "--machine", "h200-sxm-2", "--script",
+         "trainer", "--trial", "--output", str(tmp_path / "t.yaml")],
+        cwd=ROOT, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert res.returncode == 2 and "Traceback" not in res.stderr and "--trial launches train.py" in res.stderr
+    assert not (tmp_path / "t.yaml").exists()
