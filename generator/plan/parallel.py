@@ -156,7 +156,14 @@ def _straddle(topology, engines, groups: ParallelGroups, island_of: dict[int, in
             link = topology.link(a, b).kind
             across = engines.subset_busbw(topology, ids)
             inside = _island_busbw(topology, engines, ids, island_of)
-            versus = f" against {inside:.0f} GB/s inside one island" if inside else ""
+            largest = max((sum(1 for i in island_of.values() if i == k) for k in set(island_of.values())), default=1)
+            versus = (
+                f" against {inside:.0f} GB/s inside one island"
+                if inside
+                else f"; no NVLink island here holds {len(ids)} GPUs, the largest {largest}"
+                if island_of
+                else "; these GPUs have no NVLink"
+            )
             return (
                 f"its {kind} group GPUs {','.join(map(str, ids))} would cross {link} between GPUs {a} and {b} "
                 f"({across:.0f} GB/s{versus}); {kind} {what}"
