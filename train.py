@@ -53,13 +53,27 @@ from training.model import (
     load_config_and_tokenizer,
     load_model,
 )
+from training.parallel import (
+    cp_context,
+    data_parallel_world,
+    describe,
+    gradient_ranks,
+    model_parallel_sizes,
+    shared_batch_ranks,
+    tp_load_kwargs,
+    unsupported_reason,
+    with_shift_labels,
+)
+from training.parallel import predicted_peak_gb as layout_peak_gb
 from training.precision import ao_recipe, check_fp8, compile_layers, config_asks_fp8, fp8_layer_names
 
 
 def train(args: argparse.Namespace) -> int:
     # -- checks that need no torch: a typo fails in a second -----------------------------------------------------------
     out = check_output_dir(args.output_dir)
-    grad_accum_steps(args.global_batch, args.micro_batch, int(os.environ.get("WORLD_SIZE", "1")))
+    if unsupported_reason(args):  # what TP/CP launches cannot take (training/parallel.py)
+        raise UserError(unsupported_reason(args))
+    grad_accum_steps(args.global_batch, args.micro_batch, data_parallel_world(int(os.environ.get("WORLD_SIZE", "1"))))
     preemption.install()
 
     import torch
@@ -83,7 +97,7 @@ def train(args: argparse.Namespace) -> int:
     )
     main = accelerator.is_main_process
     world = accelerator.num_processes
-    ga = grad_accum_steps(args.global_batch, args.micro_batch, world)
+    ga = grad_accum_steps(args.global_batch, args.micro_batch, data_parallel_world(world))
     accelerator.gradient_accumulation_steps = ga
     is_ds = accelerator.distributed_type == DistributedType.DEEPSPEED
     is_fsdp = accelerator.distributed_type == DistributedType.FSDP
@@ -134,7 +148,9 @@ def train(args: argparse.Namespace) -> int:
     # A ZeRO-3 random init is built whole, as every other strategy builds it (see outside_zero_init).
     whole = is_ds and strategy_facts(strategy).zero_stage == 3 and on_gpu
     with outside_zero_init(accelerator) if whole else contextlib.nullcontext():
-        model = load_model(args, config, use_cuda, str(accelerator.device) if on_gpu else "cpu")
+        model = load_model(
+            args, config, use_cuda, str(accelerator.device) if on_gpu else "cpu", extra=tp_load_kwargs(accelerator)
+        )
     compile_wanted = fp8 or args.compile_layers  # float8's casts fuse only under compile (training/precision.py)
     if args.liger:
         apply_liger(model, inside_layers=not compile_wanted)
@@ -177,7 +193,11 @@ def train(args: argparse.Namespace) -> int:
     log = JsonLog(args.log_file, main)
     flops = flops_per_token(spec, args.seq_len)
     peak_tflops = gpu_peak_tflops()
-    predicted, predicted_src = predicted_peak_gb(accelerator, spec, workload, strategy)
+    predicted, predicted_src = (
+        layout_peak_gb(accelerator, spec, workload)  # TP/CP: the layout's estimate (training/parallel.py)
+        if describe(world)
+        else predicted_peak_gb(accelerator, spec, workload, strategy)
+    )
     log.write(
         event="start",
         step=start_step,
@@ -214,6 +234,8 @@ def train(args: argparse.Namespace) -> int:
             + (f", resuming at step {start_step} from {resume_from}" if resume_from else ""),
             flush=True,
         )
+        if describe(world):
+            print(f"train.py: {describe(world)}", flush=True)
 
     # -- the loop ------------------------------------------------------------------------------------------------------
     step, exit_code = start_step, 0
@@ -222,7 +244,7 @@ def train(args: argparse.Namespace) -> int:
     # recompilation would land (a guard that only fails once the optimizer has stepped); their time is compile_s.
     warmup_steps = 2 if compiled else 1
     device = accelerator.device
-    tokens_per_step_per_gpu = args.micro_batch * ga * args.seq_len
+    tokens_per_step_per_gpu = args.micro_batch * ga * args.seq_len // shared_batch_ranks()
     data = iter(loader)
     bar = make_progress(main, start_step, args.max_steps)
     model.train()
@@ -231,15 +253,16 @@ def train(args: argparse.Namespace) -> int:
         oom.enter(STEP, step + 1)
         micro = [next(data) for _ in range(ga)]
         n_tok = sum((mb["labels"][:, 1:] != -100).sum() for mb in micro).to(device)
-        n_tok = accelerator.reduce(n_tok, "sum").clamp(min=1)
+        n_tok = (accelerator.reduce(n_tok, "sum") // shared_batch_ranks()).clamp(min=1)  # a TP x CP group shares one
         loss_sum = torch.zeros((), device=device)
         for mb in micro:
             with accelerator.accumulate(model):
-                inputs = {k: v for k, v in mb.items() if k != "sample_id"}
-                out_ = model(**inputs, use_cache=False, num_items_in_batch=n_tok)
-                # Accelerate divides by ga and the gradient reduction averages over ranks: undo both, so the
-                # gradient is d(sum of token losses)/d(theta) / (label tokens in the whole global batch).
-                accelerator.backward(out_.loss * (world * ga))
+                inputs = with_shift_labels({k: v for k, v in mb.items() if k != "sample_id"})
+                with cp_context(accelerator, inputs):  # context parallel: the sequence split over the CP group
+                    out_ = model(**inputs, use_cache=False, num_items_in_batch=n_tok)
+                    # Accelerate divides by ga and the gradient reduction averages over ranks (all but TP's): undo
+                    # both, so the gradient is d(sum of token losses)/d(theta) / (label tokens in the global batch).
+                    accelerator.backward(out_.loss * (gradient_ranks(world) * ga))
                 loss_sum += out_.loss.detach().float()
         grad_norm = None
         oom.enter(OPTIMIZER, step + 1)  # under DeepSpeed the engine steps inside backward: counted there
@@ -249,7 +272,7 @@ def train(args: argparse.Namespace) -> int:
         scheduler.step()
         optimizer.zero_grad(set_to_none=True)
         step += 1
-        loss = accelerator.reduce(loss_sum, "sum").item()
+        loss = accelerator.reduce(loss_sum, "sum").item() / model_parallel_sizes()["tp"]  # TP ranks repeat it
         elapsed = time.perf_counter() - t0
 
         record = step_record(step, loss, scheduler, grad_norm, elapsed, tokens_per_step_per_gpu, flops, peak_tflops)

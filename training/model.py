@@ -42,8 +42,9 @@ def load_config_and_tokenizer(args):
     return config, tok
 
 
-def load_model(args, config, use_cuda: bool, init_device: str = "cpu"):
-    """The base model in --load-dtype; for QLoRA quantised to 4-bit NF4 (a random init is quantised in memory)."""
+def load_model(args, config, use_cuda: bool, init_device: str = "cpu", extra: dict | None = None):
+    """The base model in --load-dtype; for QLoRA quantised to 4-bit NF4 (a random init is quantised in memory).
+    `extra`: more from_pretrained arguments (tensor parallel's tp_plan and device_mesh: training/parallel.py)."""
     import torch
     from transformers import AutoModelForCausalLM
 
@@ -68,7 +69,7 @@ def load_model(args, config, use_cuda: bool, init_device: str = "cpu"):
                 model = AutoModelForCausalLM.from_config(config, **kwargs)
             snap_to_bf16_grid(model)
         else:
-            model = AutoModelForCausalLM.from_pretrained(args.model, config=config, **kwargs)
+            model = AutoModelForCausalLM.from_pretrained(args.model, config=config, **kwargs, **(extra or {}))
     except (OSError, ValueError, ImportError, KeyError) as exc:
         raise UserError(f"cannot load model {args.model!r}: {first_line(exc)}") from None
     model.config.use_cache = False

@@ -25,7 +25,7 @@ from generator.estimate.hardware import unknown_gpu_warning
 from generator.estimate.scripts import default_load_dtype, default_lora_targets, script_facts
 from generator.estimate.types import STRATEGIES, Placement, Workload
 from generator.model.types import ModelSpec
-from generator.plan import advice, reasons
+from generator.plan import advice, parallel, reasons
 from generator.plan.bandwidth_file import MeasuredBandwidth
 from generator.plan.batch import batch_options
 from generator.plan.candidates import free_gpus, gpu_choices, placement_for
@@ -68,6 +68,12 @@ def make_plan(
     split_note = _batch_split_note(request, choices, options)
     rows = [Row(o, e) for o in options for e in o.estimates if e.strategy in allowed_strategies(request)]
     fitting = [r for r in rows if r.estimate.fits]
+    considered = _parallel_layouts(topology, model, request, choices, options, inter, engines, bandwidth)
+    taken, why_parallel = parallel.choose(considered, rows, pick(fitting) if fitting else None, request)
+    if taken is not None:
+        warnings = plan_warnings(topology, model, request, taken.row, False, inter_warning)
+        plan = build_plan(topology, model, request, taken.row, False, [why_parallel, *considered.refused[:3]], warnings)
+        return replace(plan, gpu_ids=taken.groups.gpu_ids, parallel=taken.groups)
     if split_note and not fitting:
         raise UserError(f"{split_note} (on fewer GPUs, which it splits over, nothing fits)")
     if fitting:
@@ -85,7 +91,8 @@ def make_plan(
             [o for o in options if o.workload.precision == base],
             [r for r in rows if r.option.workload.precision == base],
         )
-        raise UserError(advice.nothing_fits(model, request, *lean, engines, more_gpus=more))
+        note = parallel.nothing_fits_note(considered, rows)
+        raise UserError(advice.nothing_fits(model, request, *lean, engines, more_gpus=more) + note)
     # The reasons compare the choice with rows in its own precision; the precision line compares across.
     same = _in_precision(rows, chosen)
     why = reasons.explain(request, chosen, _in_precision(fitting, chosen), same, inter_reason, GPU_COUNT_TOLERANCE)
@@ -102,6 +109,15 @@ def make_plan(
         why += versus_train_py(request, chosen, lambda r: make_plan(topology, model, r, bandwidth, engines))
     plan = build_plan(topology, model, request, chosen, forced, why, warnings)
     return replace(plan, levers=tuple(fp8_lever(model, request, chosen, engines)))
+
+
+def _parallel_layouts(topology, model, request, choices, options, inter, engines, bandwidth) -> parallel.Considered:
+    """Tensor/context-parallel layouts over the largest GPU choice, its bf16 workload as the template."""
+    big = max(choices, key=lambda c: len(c.gpu_ids))
+    own = [o.workload for o in options if o.choice is big and o.workload.precision == "bf16"]
+    if not own:
+        return parallel.Considered()
+    return parallel.consider(topology, model, request, big, inter, engines, own[0], bandwidth)
 
 
 def _in_precision(rows: list[Row], chosen: Row) -> list[Row]:
