@@ -245,9 +245,12 @@ def choose(
             else ""
         )
         return best, f"{head}; {e.reserved_gb:.1f} GB per GPU fits in {e.capacity_gb:.1f}{versus} ({tps})"
-    if row.total_tps < (1 + MIN_GAIN) * plain_best.total_tps:
-        return None, ""
     p = plain_best.estimate
+    if row.total_tps < (1 + MIN_GAIN) * plain_best.total_tps:
+        return None, (
+            f"tensor/context parallel not taken: the best layout, {lay.label}, is {tps} against "
+            f"{p.tokens_per_s_per_gpu:,.0f} for {p.strategy}, less than {MIN_GAIN:.0%} faster"
+        )
     gain = row.total_tps / plain_best.total_tps - 1
     return best, (
         f"{head}; {tps} against {p.tokens_per_s_per_gpu:,.0f} for {p.strategy} ({gain:.0%} faster, "

@@ -98,6 +98,7 @@ def make_plan(
     why = reasons.explain(request, chosen, _in_precision(fitting, chosen), same, inter_reason, GPU_COUNT_TOLERANCE)
     why += kernel_reasons(request, chosen, same) + _liger_gain(model, request, chosen, engines)
     why += precision_reasons(model, request, chosen, engines)
+    why += [why_parallel] if why_parallel and not forced else []
     if request.strategy != "auto":
         auto = allowed_strategies(replace(request, strategy="auto"))
         auto_fit = [Row(o, e) for o in options for e in o.estimates if e.fits and e.strategy in auto]
