@@ -114,6 +114,11 @@ def train(args: argparse.Namespace) -> int:
     whole = is_ds and strategy_facts(strategy).zero_stage == 3 and on_gpu
     with outside_zero_init(accelerator) if whole else contextlib.nullcontext():
         model = load_model(args, config, use_cuda, str(accelerator.device) if on_gpu else "cpu")
+    from training.moe import cast_experts_for_compute, experts_note  # imports torch: after the no-torch checks
+
+    # MoE experts holding fp32 weights run bf16 GEMMs, as the Linears do (FSDP2 and DeepSpeed compute in bf16 anyway)
+    if cast_experts_for_compute(model) and main and strategy_facts(strategy).framework == "ddp":
+        print(experts_note(config.model_type), flush=True)
     compile_wanted = fp8 or args.compile_layers  # float8's casts fuse only under compile (training/precision.py)
     if args.liger:
         apply_liger(model, inside_layers=not compile_wanted)

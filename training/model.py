@@ -69,10 +69,41 @@ def load_model(args, config, use_cuda: bool, init_device: str = "cpu"):
             snap_to_bf16_grid(model)
         else:
             model = AutoModelForCausalLM.from_pretrained(args.model, config=config, **kwargs)
+            if args.method == "qlora":  # bitsandbytes left fused MoE experts in bf16 (training/moe.py)
+                from training.moe import quantise_experts
+
+                quantise_experts(model, kwargs["quantization_config"], next(model.parameters()).device)
     except (OSError, ValueError, ImportError, KeyError) as exc:
         raise UserError(f"cannot load model {args.model!r}: {first_line(exc)}") from None
+    except torch.OutOfMemoryError:
+        raise UserError(load_oom_line(args, config, init_device)) from None
     model.config.use_cache = False
     return model
+
+
+def load_oom_line(args, config, device: str) -> str:
+    """One line for a model that does not fit while it is built or loaded (no traceback): what was loaded, on which
+    device, what the estimator says the weights alone take, and what to try."""
+    import torch
+
+    need = ""
+    try:
+        from generator.estimate.states import NF4_BYTES_PER_PARAM, qlora_unquantised_params
+        from generator.model import spec_from_config
+
+        spec = spec_from_config(config.to_dict(), args.model)
+        kept = qlora_unquantised_params(spec) if args.method == "qlora" else spec.params_total
+        per = 2 if args.method == "qlora" or args.load_dtype == "bf16" else 4
+        weights = (spec.params_total - kept) * NF4_BYTES_PER_PARAM + per * kept
+        need = f" (the weights alone: {weights / 1e9:.1f} GB)"
+    except Exception:  # an architecture the estimator cannot size: the line goes without the number
+        pass
+    total = torch.cuda.get_device_properties(torch.device(device)).total_memory / 1e9 if "cuda" in device else None
+    where = f"{device} ({total:.0f} GB)" if total else device
+    return (
+        f"{args.method} {args.model!r} does not fit on {where} while loading{need}; python -m generator plan "
+        f"--model {args.model} --method {args.method} says what fits (a sharded strategy, more GPUs, or --method qlora)"
+    )
 
 
 def snap_to_bf16_grid(model) -> None:
@@ -123,8 +154,12 @@ def apply_liger(model, inside_layers: bool = True) -> None:
         from liger_kernel.transformers import _apply_liger_kernel_to_instance
     except ImportError:
         raise UserError("--liger needs liger-kernel: pip install liger-kernel") from None
+    # An MoE's experts never take Liger's fused experts kernel (LigerExperts): its Triton GEMMs autotune 32 configs
+    # each, the weight-gradient ones 16, compiled and benchmarked in the first step, which did not finish in 5
+    # minutes on Mixtral (issue 26; generator/catalog/liger.py has the evidence). transformers' grouped_mm stays.
+    moe = bool(getattr(model.config, "num_local_experts", 0) or getattr(model.config, "num_experts", 0))
     if inside_layers:
-        _apply_liger_kernel_to_instance(model=model)
+        _apply_liger_kernel_to_instance(model=model, **({"swiglu": False} if moe else {}))
     else:
         _apply_liger_kernel_to_instance(model=model, rope=False, rms_norm=False, swiglu=False)
 
