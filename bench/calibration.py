@@ -22,7 +22,8 @@ from bench.run_matrix import BENCH_DOC_TOKENS
 from bench.wires import NVLINK, WIRE_VALIDATION_KEYS, busbw_by_wire, wire_of
 from generator.catalog.gpus import find_gpu
 from generator.estimate import Estimate, Placement, Workload, estimate
-from generator.model import load_model
+from generator.model import ModelSpec, load_model, spec_from_config
+from generator.model.presets import preset_config
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 GPU_NAME = "NVIDIA H200"
@@ -88,6 +89,17 @@ class Row:
     role: str = "fit"
     """fit (the estimator's terms may be fitted to it), validation (held out: VALIDATION_KEYS) or superseded (a later
     file of the same harness measured the same cell again after a fix: shown, unscored)."""
+    model: str = MODEL
+    """The generator preset that ran (sweep rows name theirs; every earlier row is Mistral-7B)."""
+    layers: int | None = None
+    """The preset cut to its first N decoder layers (bench/families.py); None: the whole model."""
+
+    @property
+    def spec(self) -> ModelSpec:
+        """The model the row's prediction is for: the preset, with its layer count cut as the run's config was."""
+        if self.layers is None:
+            return load_model(self.model)
+        return spec_from_config({**preset_config(self.model), "num_hidden_layers": self.layers}, self.model)
 
     @property
     def unmodelled(self) -> bool:
@@ -102,6 +114,8 @@ class Row:
         extra += " flex" if self.flex else ""
         extra += " fp8" if self.precision == "fp8" else ""
         extra += f" {self.wire}" if self.wire != NVLINK else ""
+        if self.model != MODEL:
+            extra = f" {self.model}" + (f"-l{self.layers}" if self.layers else "") + extra
         if self.doc_tokens is not None:
             extra += " fill" if self.doc_tokens >= self.seq_len else f" docs{self.doc_tokens}"
         ckpt = "ckpt" if self.ckpt else "no-ckpt"
@@ -203,6 +217,8 @@ def _sweep_rows(name: str, data: dict) -> list[Row]:
                 key=key,
                 precision=c.get("precision", "bf16"),
                 compiled_layers=c.get("compiled", False),
+                model=c.get("model", MODEL),
+                layers=c.get("layers"),
             )
         )
     return rows
@@ -305,7 +321,7 @@ def predict(row: Row, busbw: dict[int, float], wires: dict[str, dict[int, float]
         if not wires or row.gpus not in wires.get(row.wire, {}):
             raise ValueError(f"{row.label}: no {row.wire} probe in bench/results/ (bench/wires.py probe makes one)")
         busbw = wires[row.wire]
-    return estimate(load_model(MODEL), row.workload, placement(row.gpus, busbw), row.strategy)
+    return estimate(row.spec, row.workload, placement(row.gpus, busbw), row.strategy)
 
 
 def error_pct(predicted: float, measured: float) -> float:
