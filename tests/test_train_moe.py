@@ -145,6 +145,8 @@ def test_random_qlora_model_is_what_a_quantised_load_gives(bnb):
     std = float(_dequantised(bnb, layer.mlp.experts.down[0]).float().std())
     assert abs(std - model.config.initializer_range) < 0.004
     assert torch.all(layer.input_layernorm.weight == 1)
+    fresh = transformers.MixtralForCausalLM(tiny_mixtral_config()).model.rotary_emb
+    assert torch.equal(model.model.rotary_emb.inv_freq, fresh.inv_freq)
 
 
 def test_random_qlora_model_is_the_same_for_the_same_seed(bnb):
@@ -193,3 +195,13 @@ def test_random_qlora_model_trains_through_peft(bnb):
     loss.backward()
     assert torch.isfinite(loss)
     assert all(p.grad is not None for p in peft_model.parameters() if p.requires_grad)
+
+
+def test_a_dense_model_quantises_every_decoder_linear(bnb):
+    cfg = transformers.LlamaConfig(
+        vocab_size=128, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4
+    )
+    model = _quantised(0, config=cfg)
+    linears = [m for m in model.model.layers.modules() if isinstance(m, torch.nn.Linear)]
+    assert len(linears) == 2 * 7 and all(isinstance(m, bnb.nn.Linear4bit) for m in linears)
+    assert torch.isfinite(_loss(model, autocast=False))

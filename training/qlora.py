@@ -101,9 +101,23 @@ def materialise(model, root, device, skip: frozenset | set = frozenset()) -> Non
         own = [*module.named_parameters(recurse=False), *module.named_buffers(recurse=False)]
         if not any(t is not None and t.device.type == "meta" for _, t in own):
             continue
+        if "RotaryEmbedding" in type(module).__name__:
+            _rebuild_buffers(module, device)
+            continue
         module.to_empty(device=device, recurse=False)
         with torch.no_grad():
             model._init_weights(module)
+
+
+def _rebuild_buffers(module, device) -> None:
+    """A rotary embedding's inv_freq buffers computed again on `device` by its own constructor: they are not weights
+    (non-persistent, never in a checkpoint), and not every transformers 5 release's `_init_weights` recomputes them."""
+    import torch
+
+    with torch.device(device):
+        fresh = type(module)(module.config)
+    for name, buffer in fresh.named_buffers(recurse=False):
+        module._buffers[name] = buffer
 
 
 def _quantise_linear(model, module, device) -> None:
