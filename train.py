@@ -121,7 +121,9 @@ def train(args: argparse.Namespace) -> int:
         print(experts_note(config.model_type), flush=True)
     compile_wanted = fp8 or args.compile_layers  # float8's casts fuse only under compile (training/precision.py)
     if args.liger:
-        apply_liger(model, inside_layers=not compile_wanted)
+        liger_note = apply_liger(model, inside_layers=not compile_wanted)
+        if liger_note and main:  # an architecture Liger is not measured on (generator/catalog/liger.py)
+            print(liger_note, flush=True)
     hf_ckpt = args.grad_checkpointing and not fsdp_ac and args.method != "qlora"
     if hf_ckpt:
         enable_grad_checkpointing(model)

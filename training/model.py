@@ -143,8 +143,9 @@ def add_adapters(model, args, grad_checkpointing: bool):
         raise UserError(f"--lora-targets {args.lora_targets!r}: {first_line(exc)}") from None
 
 
-def apply_liger(model, inside_layers: bool = True) -> None:
+def apply_liger(model, inside_layers: bool = True) -> str | None:
     """Liger's kernels; `inside_layers=False` keeps only its fused linear cross-entropy (the loss, outside the decoder).
+    Returns train.py's note for an architecture Liger is not measured on (generator/catalog/liger.py), else None.
 
     Why the loss only when the decoder layers are compiled: torch.compile fuses the norms, SwiGLU and RoPE itself,
     and Liger's RMSNorm and SwiGLU backward kernels write their gradients into their inputs' buffers (in place), which
@@ -162,6 +163,9 @@ def apply_liger(model, inside_layers: bool = True) -> None:
         _apply_liger_kernel_to_instance(model=model, **({"swiglu": False} if moe else {}))
     else:
         _apply_liger_kernel_to_instance(model=model, rope=False, rms_norm=False, swiglu=False)
+    from generator.catalog.liger import liger_run_note
+
+    return liger_run_note(str(getattr(model.config, "model_type", "")))
 
 
 def enable_grad_checkpointing(model) -> None:
