@@ -16,7 +16,7 @@ traceback). `quantised_random_model` instead runs from_pretrained's own steps by
    bf16 tensors are dropped before the next layer;
 3. embeddings, final norm, lm_head and the rotary buffers materialised and initialised the same way;
 4. `hf_quantizer.postprocess_model` and the attributes from_pretrained leaves (`hf_quantizer`, `is_loaded_in_4bit`,
-   `config.quantization_config`, `hf_device_map`), which peft's prepare_model_for_kbit_training and accelerate read.
+   `config.quantization_config`), which peft's prepare_model_for_kbit_training and accelerate read.
 
 Peak memory: the 4-bit model plus one decoder layer in bf16 (Mixtral: ~2.8 GB for a layer's experts). No
 caching_allocator_warmup runs (it is from_pretrained's). Needs bitsandbytes; in train.py a GPU.
@@ -69,8 +69,7 @@ def quantised_random_model(config, init_device: str, quantization_config, attn_i
     materialise(model, model, device, skip=in_layers)
     model.tie_weights()
     hf_quantizer.postprocess_model(model)
-    model.hf_quantizer = hf_quantizer
-    model.hf_device_map = {"": init_device}
+    model.hf_quantizer = hf_quantizer  # no hf_device_map: from_pretrained sets one only for a multi-device map
     model.eval()  # as from_pretrained leaves it; train.py switches to train mode before the loop
     return model
 
