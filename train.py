@@ -117,7 +117,8 @@ def train(args: argparse.Namespace) -> int:
     from training.moe import cast_experts_for_compute, experts_note  # imports torch: after the no-torch checks
 
     # MoE experts holding fp32 weights run bf16 GEMMs, as the Linears do (FSDP2 and DeepSpeed compute in bf16 anyway)
-    if cast_experts_for_compute(model) and main and strategy_facts(strategy).framework == "ddp":
+    ddp_autocast = strategy_facts(strategy).framework == "ddp" and accelerator.mixed_precision != "no"
+    if cast_experts_for_compute(model) and main and ddp_autocast:
         print(experts_note(config.model_type), flush=True)
     compile_wanted = fp8 or args.compile_layers  # float8's casts fuse only under compile (training/precision.py)
     if args.liger:
