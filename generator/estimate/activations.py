@@ -25,7 +25,12 @@ from __future__ import annotations
 
 from generator.catalog import strategies as catalog
 from generator.estimate.attention import kernel_path, mask_bytes
-from generator.estimate.moe import backward_transient_routes, expert_params, moe_saved_bytes_per_token
+from generator.estimate.moe import (
+    backward_transient_routes,
+    expert_params,
+    mlp_element_bytes,
+    moe_saved_bytes_per_token,
+)
 from generator.estimate.scripts import script_facts
 from generator.estimate.states import LORA_TARGETS
 from generator.estimate.types import Workload
@@ -61,7 +66,9 @@ def layer_saved_bytes_per_token(
     f = model.intermediate_size
     norms = 2 * ((r * h if liger else 4 * h + r * h) + 2 * h)
     attention = 4 * q + 4 * kv + o_proj_input_bytes(model, path)
-    mlp_f = 6 * f if liger else 8 * f
+    # gate and up outputs (and, without Liger, the activation between them) in the MLP's element size, the product
+    # kept by down_proj in bf16 (a frozen base's down keeps none: lora_saved_delta_per_token takes it back)
+    mlp_f = (2 if liger else 3) * f * mlp_element_bytes(method) + 2 * f
     mlp = mlp_f if not model.num_experts else moe_saved_bytes_per_token(model, method)
     return float(norms + attention + mlp)
 
