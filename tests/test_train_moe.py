@@ -72,6 +72,18 @@ def test_cast_gives_experts_bf16_gemms_and_fp32_master_gradients(mixtral_fp32, g
     assert [n for n, _ in mixtral_fp32.named_parameters()] == names_before
 
 
+def test_cast_survives_activation_checkpointing_recompute(mixtral_fp32, grouped_mm_dtypes):
+    from training.model import enable_grad_checkpointing
+
+    enable_grad_checkpointing(mixtral_fp32)
+    mixtral_fp32.train()
+    cast_experts_for_compute(mixtral_fp32)
+    _loss(mixtral_fp32).backward()
+    assert set(grouped_mm_dtypes) == {torch.bfloat16}
+    assert len(grouped_mm_dtypes) == 2 * 2 * 3  # gate/up and down, forward and recompute, 3 layers
+    assert mixtral_fp32.model.layers[2].mlp.experts.gate_up_proj.grad.abs().sum() > 0
+
+
 def test_cast_leaves_a_forward_without_autocast_and_a_bf16_model_alone(mixtral_fp32, grouped_mm_dtypes):
     cast_experts_for_compute(mixtral_fp32)
     _loss(mixtral_fp32, autocast=False)
