@@ -78,3 +78,34 @@ def test_calibration_predicts_a_family_row_for_its_model_and_cut():
     assert row.spec.params_total == four.params_total < load_model("mixtral-8x7b").params_total
     assert "mixtral-8x7b-l4" in row.label
     assert predict(row, {}).peak_gb < 150
+
+
+def _synthetic_row(cell, alloc, reserved, tps):
+    m = dict(peak_allocated_gb=alloc, peak_reserved_gb=reserved, tokens_per_s_per_gpu=tps)
+    return dict(asdict(cell), key=cell.key, doc_tokens=cell.doc_tokens, status="ok", command="", measured=m)
+
+
+def test_report_scores_families_beside_the_anchors_and_each_pick_against_its_runner_up():
+    from bench import report
+    from bench.calibration import load_files
+
+    pick, runner_up = families.PICK_PAIRS[0]
+    (pick_row,) = load_rows({"s.json": {"machine": "h200-x1", "cells": {pick.key: _synthetic_row(pick, 1, 1, 1)}}})
+    predicted = {c: predict(r, {}) for c, r in ((pick, pick_row),)}
+    files = load_files()
+    before, _ = report.build(files)
+    assert "Families beyond Mistral" not in before  # no family rows measured: no section
+    e = predicted[pick]
+    cells = {  # made up here: the pick measured exactly as predicted, the runner-up 10% faster than the pick
+        pick.key: _synthetic_row(pick, e.peak_gb, e.reserved_gb, e.tokens_per_s_per_gpu),
+        runner_up.key: _synthetic_row(runner_up, 50.0, 60.0, 1.1 * e.tokens_per_s_per_gpu),
+    }
+    md, _ = report.build({**files, "synthetic-families.json": {"machine": "h200-x1", "cells": cells}})
+    section = md.split("## Families beyond Mistral")[1].split("\n## ")[0]
+    assert "| allocated | 5% |" in section and "(2 rows)" in section
+    assert "Mistral validation rows" in section
+    assert pick.key not in section  # rows are named by label
+    (ru_row,) = load_rows({"s.json": {"machine": "h200-x1", "cells": {runner_up.key: cells[runner_up.key]}}})
+    picks_pick = e.tokens_per_s_per_gpu >= predict(ru_row, {}).tokens_per_s_per_gpu
+    # choosing the pick loses 9% to the runner-up measured 10% faster; choosing the runner-up loses nothing
+    assert ("9.1% (missed)" if picks_pick else "0.0% (met)") in section
