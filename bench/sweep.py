@@ -225,7 +225,7 @@ def predicted_step_s(plan: dict) -> float | None:
     return row.get("step_s")
 
 
-def run_cell(cell: Cell, workdir: Path) -> dict:
+def run_cell(cell: Cell, workdir: Path, timeout_s: float = 900) -> dict:
     cfg, log = workdir / f"{cell.key}.yaml", workdir / f"{cell.key}.jsonl"
     res = subprocess.run(plan_command(cell, cfg), capture_output=True, text=True, cwd=REPO, timeout=120)
     if res.returncode != 0:
@@ -238,7 +238,7 @@ def run_cell(cell: Cell, workdir: Path) -> dict:
     log.unlink(missing_ok=True)
     t0 = time.time()
     try:
-        run = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, env=env, timeout=900)
+        run = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, env=env, timeout=timeout_s)
         text = run.stdout + run.stderr
         # The script's own one-line error sits above torchrun's failure table: keep it apart from the tail.
         errors = [ln for ln in text.splitlines() if "error:" in ln.lower() or "Error:" in ln][:6]
@@ -332,7 +332,8 @@ def main() -> int:
             print(f"budget: skipping {cell.key} (expects {need:.0f} s)", flush=True)
             continue
         print(f"running {cell.key} (expects {need:.0f} s) ...", flush=True)
-        row = run_cell(cell, args.workdir)
+        # a cell that hangs is stopped when the call's budget ends, so the cells before it still come back
+        row = run_cell(cell, args.workdir, timeout_s=max(60.0, args.budget_s - (time.time() - start)))
         results["cells"][cell.key] = row
         save(results, *paths)
         m = row.get("measured") or {}
