@@ -217,3 +217,23 @@ def test_a_dense_model_quantises_every_decoder_linear(bnb):
     linears = [m for m in model.model.layers.modules() if isinstance(m, torch.nn.Linear)]
     assert len(linears) == 2 * 7 and all(isinstance(m, bnb.nn.Linear4bit) for m in linears)
     assert torch.isfinite(_loss(model, autocast=False))
+
+
+def test_a_model_that_does_not_fit_while_loading_is_one_line(monkeypatch):
+    from argparse import Namespace
+
+    from generator.errors import UserError
+    from training import model as model_mod
+
+    def oom(*a, **k):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 85.00 GiB")
+
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_config", oom)
+    args = Namespace(
+        attn_implementation="sdpa", load_dtype="fp32", method="full", init="random", model="mistralai/Mixtral-8x7B"
+    )
+    cfg = tiny_mixtral_config()
+    with pytest.raises(UserError) as exc:
+        model_mod.load_model(args, cfg, use_cuda=False)
+    line = str(exc.value)
+    assert "\n" not in line and "does not fit" in line and "the weights alone" in line and "generator plan" in line
