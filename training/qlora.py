@@ -110,7 +110,8 @@ def materialise(model, root, device, skip: frozenset | set = frozenset()) -> Non
 
 def _rebuild_buffers(module, device) -> None:
     """A rotary embedding's inv_freq buffers computed again on `device` by its own constructor: they are not weights
-    (non-persistent, never in a checkpoint), and not every transformers 5 release's `_init_weights` recomputes them."""
+    (non-persistent, never in a checkpoint). transformers 5.17 and 5.24's `_init_weights` recompute them too, but only
+    for a rotary module with `original_inv_freq`; the constructor serves every one."""
     import torch
 
     with torch.device(device):
