@@ -151,9 +151,17 @@ def train(args: argparse.Namespace) -> int:
         model = load_model(
             args, config, use_cuda, str(accelerator.device) if on_gpu else "cpu", extra=tp_load_kwargs(accelerator)
         )
+    from training.moe import cast_experts_for_compute, experts_note  # imports torch: after the no-torch checks
+
+    # MoE experts holding fp32 weights run bf16 GEMMs, as the Linears do (FSDP2 and DeepSpeed compute in bf16 anyway)
+    ddp_autocast = strategy_facts(strategy).framework == "ddp" and accelerator.mixed_precision != "no"
+    if cast_experts_for_compute(model) and main and ddp_autocast:
+        print(experts_note(config.model_type), flush=True)
     compile_wanted = fp8 or args.compile_layers  # float8's casts fuse only under compile (training/precision.py)
     if args.liger:
-        apply_liger(model, inside_layers=not compile_wanted)
+        liger_note = apply_liger(model, inside_layers=not compile_wanted)
+        if liger_note and main:  # an architecture Liger is not measured on (generator/catalog/liger.py)
+            print(liger_note, flush=True)
     if hf_ckpt:
         enable_grad_checkpointing(model)
     if args.method in ("lora", "qlora"):

@@ -20,6 +20,7 @@ from dataclasses import replace
 from itertools import product
 
 from generator.catalog import strategies as catalog
+from generator.catalog.liger import liger_plannable
 from generator.errors import UserError
 from generator.estimate.hardware import unknown_gpu_warning
 from generator.estimate.scripts import default_load_dtype, default_lora_targets, script_facts
@@ -96,7 +97,7 @@ def make_plan(
     # The reasons compare the choice with rows in its own precision; the precision line compares across.
     same = _in_precision(rows, chosen)
     why = reasons.explain(request, chosen, _in_precision(fitting, chosen), same, inter_reason, GPU_COUNT_TOLERANCE)
-    why += kernel_reasons(request, chosen, same) + _liger_gain(model, request, chosen, engines)
+    why += kernel_reasons(request, chosen, same, model.model_type) + _liger_gain(model, request, chosen, engines)
     why += precision_reasons(model, request, chosen, engines)
     why += [why_parallel] if why_parallel and not forced else []
     if request.strategy != "auto":
@@ -128,6 +129,8 @@ def _in_precision(rows: list[Row], chosen: Row) -> list[Row]:
 def _liger_gain(model: ModelSpec, request: PlanRequest, chosen: Row, engines: Engines) -> list[str]:
     """Where Liger is left to the planner but not importable here: what installing it is predicted to gain."""
     if request.liger is not None or request.liger_installed or script_facts(request.script).liger != "full":
+        return []
+    if not liger_plannable(model.model_type):
         return []
     o = chosen.option
     fused = engines.estimate_all(
@@ -227,7 +230,9 @@ def evaluate(topology, model, request, choices, inter, engines: Engines) -> tupl
         if why:
             problems.append(why)
         precisions = precision_options(request, placement.gpu_name)
-        for batch, (attention, liger), precision in product(batches, kernel_options(request), precisions):
+        for batch, (attention, liger), precision in product(
+            batches, kernel_options(request, model.model_type), precisions
+        ):
             workload = Workload(
                 method=request.method,
                 seq_len=request.seq_len,
