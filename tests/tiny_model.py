@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import string
+import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
