@@ -23,7 +23,8 @@ from bench.wires import NVLINK, WIRE_VALIDATION_KEYS, busbw_by_wire, wire_of
 from generator.catalog.gpus import find_gpu
 from generator.estimate import Estimate, Placement, Workload, estimate
 from generator.estimate.scripts import ALL_LINEAR
-from generator.model import load_model
+from generator.model import ModelSpec, load_model, spec_from_config
+from generator.model.presets import preset_config
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 GPU_NAME = "NVIDIA H200"
@@ -93,6 +94,17 @@ class Row:
     """LoRA's adapted projections (every bench script adapts all of them; TRL's CLI rows say which)."""
     lora_dropout: float = 0.0
     """LoRA dropout (TRL's CLI default 0.05; the other bench scripts 0)."""
+    model: str = MODEL
+    """The generator preset that ran (sweep rows name theirs; every earlier row is Mistral-7B)."""
+    layers: int | None = None
+    """The preset cut to its first N decoder layers (bench/families.py); None: the whole model."""
+
+    @property
+    def spec(self) -> ModelSpec:
+        """The model the row's prediction is for: the preset, with its layer count cut as the run's config was."""
+        if self.layers is None:
+            return load_model(self.model)
+        return spec_from_config({**preset_config(self.model), "num_hidden_layers": self.layers}, self.model)
 
     @property
     def unmodelled(self) -> bool:
@@ -107,6 +119,8 @@ class Row:
         extra += " flex" if self.flex else ""
         extra += " fp8" if self.precision == "fp8" else ""
         extra += f" {self.wire}" if self.wire != NVLINK else ""
+        if self.model != MODEL:
+            extra = f" {self.model}" + (f"-l{self.layers}" if self.layers else "") + extra
         if self.doc_tokens is not None:
             extra += " fill" if self.doc_tokens >= self.seq_len else f" docs{self.doc_tokens}"
         ckpt = "ckpt" if self.ckpt else "no-ckpt"
@@ -214,6 +228,8 @@ def _sweep_rows(name: str, data: dict) -> list[Row]:
                 # TRL's CLI rows (bench/trl_cli.py) state their adapters; the other scripts adapt every projection
                 lora_targets=tuple(c.get("lora_targets", ALL_LINEAR)),
                 lora_dropout=c.get("lora_dropout", 0.0),
+                model=c.get("model", MODEL),
+                layers=c.get("layers"),
             )
         )
     return rows
@@ -320,7 +336,7 @@ def predict(row: Row, busbw: dict[int, float], wires: dict[str, dict[int, float]
         if not wires or row.gpus not in wires.get(row.wire, {}):
             raise ValueError(f"{row.label}: no {row.wire} probe in bench/results/ (bench/wires.py probe makes one)")
         busbw = wires[row.wire]
-    return estimate(load_model(MODEL), row.workload, placement(row.gpus, busbw), row.strategy)
+    return estimate(row.spec, row.workload, placement(row.gpus, busbw), row.strategy)
 
 
 def error_pct(predicted: float, measured: float) -> float:

@@ -41,13 +41,14 @@ def versions() -> dict:
     return out
 
 
-def model_dir(workdir: Path) -> Path:
-    """Mistral-7B's config.json plus a locally built tokenizer: what --init random needs with no hub access."""
-    out = workdir / "mistral-7b"
+def model_dir(workdir: Path, preset: str = "mistral-7b", layers: int | None = None) -> Path:
+    """A preset's config.json (cut to its first `layers` decoder layers) plus a locally built tokenizer: what
+    --init random needs with no hub access. Mistral-7B keeps the directory and builder the committed rows used."""
+    out = workdir / (preset if layers is None else f"{preset}-l{layers}")
     if not (out / "config.json").exists():
-        subprocess.run(
-            [sys.executable, "tests/tiny_model.py", "mistral-7b", str(out)], cwd=REPO, check=True, timeout=300
-        )
+        how = ["mistral-7b"] if preset == "mistral-7b" and layers is None else ["preset", preset]
+        cut = [] if layers is None else ["--layers", str(layers)]
+        subprocess.run([sys.executable, "tests/tiny_model.py", *how, str(out), *cut], cwd=REPO, check=True, timeout=300)
     return out
 
 

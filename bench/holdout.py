@@ -6,6 +6,8 @@ whatever file holds it; every other train.py sweep row is `fit`; the scripts' ro
 
 from __future__ import annotations
 
+from bench.families import FAMILY_CELLS
+
 # Issue 17 (chosen before any term was fitted to the sweep): spread over sequence length (2048-32768), method (full,
 # LoRA, QLoRA), kernel (SDPA dense mask, SDPA causal, flex) and document length.
 LONG_SEQUENCE_KEYS = frozenset(
@@ -48,8 +50,10 @@ FP8_VALIDATION_KEYS = frozenset(
     }
 )
 
-VALIDATION_KEYS = LONG_SEQUENCE_KEYS | FP8_VALIDATION_KEYS
+# Issue 26 (bench/families.py): every row of a model beyond Mistral-7B, chosen before any of them ran; none is fitted.
+FAMILY_VALIDATION_KEYS = frozenset(c.key for c in FAMILY_CELLS)
 
+VALIDATION_KEYS = LONG_SEQUENCE_KEYS | FP8_VALIDATION_KEYS | FAMILY_VALIDATION_KEYS
 # TRL's own CLI script run as `plan --script trainer` prints it (bench/trl_cli.py), chosen before any run: these rows
 # may fit the trainer's packed-row attention (one flattened row per micro-batch) and its Liger-with-TRL's-loss term;
 # every other TRL CLI row is held out, like every other script row.

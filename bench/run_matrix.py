@@ -203,6 +203,7 @@ def train_command(
         "--global-batch", str(global_batch),
         "--grad-checkpointing" if cell["ckpt"] else "--no-grad-checkpointing",
         "--max-steps", str(steps), "--warmup-steps", "2", "--save-every", "0", "--no-export",
+        "--no-fit-check",  # the matrix measures, cells predicted over the card included (their OOM is the data)
         "--log-file", str(log), "--output-dir", str(out),
         *(f for part in sorted(parts) for f in TRAIN_FLAGS.get(part, [])), *extra_train,
     ]  # fmt: skip

@@ -29,7 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 from datetime import date
 from pathlib import Path
 
@@ -37,8 +37,9 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from bench.families import FAMILY_CELLS  # noqa: E402
 from bench.harness import SAFE_ENV, model_dir, save, versions  # noqa: E402
-from bench.run_matrix import BENCH_DOC_TOKENS  # noqa: E402
+from bench.sweep_cell import CURVE_STEPS, Cell, _c  # noqa: E402,F401  (Cell: what the tests and families import)
 from generator.trial.metrics import looks_oom, read_steps  # noqa: E402
 
 SHORT_DATA = REPO / "recipes" / "data" / "synthetic_instruct.jsonl"
@@ -48,58 +49,8 @@ SCRIPTS = {
     "custom": ["bench/scripts/plain_loop.py"],
     "trainer": ["bench/scripts/trl_sft.py"],
 }
-CURVE_STEPS = 200  # issue 20's loss and gradient-norm curves
 WARMUP = 2  # leading steps left out of the medians (allocator growth, lazy init, autotuning)
 START_S = 30.0  # process start, imports, random init of 7B on the GPU, data: what a cell costs before its first step
-
-
-@dataclass(frozen=True)
-class Cell:
-    script: str
-    """train.py (ours), custom (a plain Accelerate loop) or trainer (TRL SFTTrainer)."""
-    strategy: str
-    method: str
-    seq_len: int
-    micro_batch: int
-    ckpt: bool
-    attention: str
-    """sdpa | flex."""
-    docs: str
-    """short (packed ~54-token examples) | fill (one document per sequence)."""
-    liger: bool = False
-    steps: int = 6
-    gpus: int = 1
-    """Processes (one per GPU); the global batch is micro-batch x GPUs, no accumulation."""
-    precision: str = "bf16"
-    """bf16 | fp8 (train.py --precision fp8: torchao float8 Linears, each decoder layer compiled; issue 20)."""
-    compiled: bool = False
-    """train.py --compile-layers in bf16: the control that separates compile's effect from float8's."""
-    seed: int | None = None
-    """train.py --seed (random init and data order); None: its default. A second bf16 curve with another seed shows
-    how far two bf16 runs drift apart, the yardstick for fp8's curve."""
-
-    @property
-    def key(self) -> str:
-        ck = "on" if self.ckpt else "off"
-        base = f"{self.script}-g{self.gpus}-{self.strategy}-{self.method}-s{self.seq_len}-mb{self.micro_batch}-ckpt{ck}"
-        tail = ("-liger" if self.liger else "") + ("-fp8" if self.precision == "fp8" else "")
-        tail += ("-compiled" if self.compiled else "") + (f"-seed{self.seed}" if self.seed is not None else "")
-        # a loss-curve cell (issue 20: 200 steps) says so, so it never shares a key with a throughput cell
-        return f"{base}-{self.attention}-{self.docs}{tail}" + (f"-n{self.steps}" if self.steps >= CURVE_STEPS else "")
-
-    @property
-    def global_batch(self) -> int:
-        return self.micro_batch * self.gpus
-
-    @property
-    def doc_tokens(self) -> int:
-        return self.seq_len if self.docs == "fill" else BENCH_DOC_TOKENS
-
-
-def _c(
-    script, strategy, method, seq, mb, ckpt, attention, docs, liger=False, steps=6, gpus=1, precision="bf16", comp=False
-):
-    return Cell(script, strategy, method, seq, mb, ckpt, attention, docs, liger, steps, gpus, precision, comp)
 
 
 def _fp8_cells() -> tuple[Cell, ...]:
@@ -174,6 +125,8 @@ CELLS: tuple[Cell, ...] = (
     _c("train.py", "ddp", "full", 4096, 1, True, "flex", "short"),
     # Float8 against bf16 on one GPU (issue 20).
     *_fp8_cells(),
+    # The families beyond Mistral on one GPU (issue 26): validation rows, bench/families.py.
+    *FAMILY_CELLS,
     # Two GPUs (issue 21, run 5): the scripts' validation rows, then train.py beside them as the reference.
     *_two_gpu_cells("custom"),
     *_two_gpu_cells("trainer"),
@@ -181,10 +134,16 @@ CELLS: tuple[Cell, ...] = (
 )
 
 
+def plan_model(cell: Cell, workdir: Path) -> str:
+    """What `plan --model` is given: the preset, or for a cut model its directory (the config train.py builds)."""
+    return cell.model if cell.layers is None else str(model_dir(workdir, cell.model, cell.layers))
+
+
 def plan_command(cell: Cell, cfg: Path) -> list[str]:
     """The generator's plan for this cell on the live GPU; its JSON carries the predicted row."""
     return [
-        sys.executable, "-m", "generator", "plan", "--model", "mistral-7b", "--num-gpus", str(cell.gpus),
+        sys.executable, "-m", "generator", "plan", "--model", plan_model(cell, cfg.parent),
+        "--num-gpus", str(cell.gpus),
         "--strategy", cell.strategy, "--method", cell.method, "--seq-len", str(cell.seq_len),
         "--micro-batch", str(cell.micro_batch), "--global-batch", str(cell.global_batch),
         "--grad-checkpointing", "on" if cell.ckpt else "off", "--output", str(cfg), "--force", "--json",
@@ -221,7 +180,8 @@ def train_command(cell: Cell, cfg: Path, log: Path, model: Path, data: Path, out
         *(["--seed", str(cell.seed)] if cell.seed is not None else []),
     ]  # fmt: skip
     if cell.script == "train.py":
-        flags += ["--warmup-steps", "1", "--save-every", "0", "--no-export"]
+        # --no-fit-check: the sweep measures, cells predicted over the card included (their OOM is the data)
+        flags += ["--warmup-steps", "1", "--save-every", "0", "--no-export", "--no-fit-check"]
         if cell.method != "full":
             flags += ["--load-dtype", "bf16"]  # the LoRA/QLoRA default from issue 17 on, whatever train.py is run
     launch = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(cfg)]
@@ -266,7 +226,7 @@ def predicted_step_s(plan: dict) -> float | None:
     return row.get("step_s")
 
 
-def run_cell(cell: Cell, workdir: Path) -> dict:
+def run_cell(cell: Cell, workdir: Path, timeout_s: float = 900) -> dict:
     cfg, log = workdir / f"{cell.key}.yaml", workdir / f"{cell.key}.jsonl"
     res = subprocess.run(plan_command(cell, cfg), capture_output=True, text=True, cwd=REPO, timeout=120)
     if res.returncode != 0:
@@ -274,12 +234,12 @@ def run_cell(cell: Cell, workdir: Path) -> dict:
     plan = json.loads(res.stdout)
     predicted = next((e for e in plan["estimates"] if e["strategy"] == plan["strategy"]), {})
     data = dataset(cell, workdir)
-    cmd = train_command(cell, cfg, log, model_dir(workdir), data, workdir / cell.key)
+    cmd = train_command(cell, cfg, log, model_dir(workdir, cell.model, cell.layers), data, workdir / cell.key)
     env = {**os.environ, **SAFE_ENV, "CUDA_DEVICE_ORDER": "PCI_BUS_ID", "PYTHONUNBUFFERED": "1"}
     log.unlink(missing_ok=True)
     t0 = time.time()
     try:
-        run = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, env=env, timeout=900)
+        run = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, env=env, timeout=timeout_s)
         text = run.stdout + run.stderr
         # The script's own one-line error sits above torchrun's failure table: keep it apart from the tail.
         errors = [ln for ln in text.splitlines() if "error:" in ln.lower() or "Error:" in ln][:6]
@@ -315,7 +275,15 @@ def expected_s(cell: Cell, workdir: Path) -> float:
     compile_s += (
         90.0 if cell.precision == "fp8" or cell.compiled else 0.0
     )  # the decoder layer's forward and backward graphs
-    return START_S + compile_s + cell.steps * (step or 5.0) * slow
+    return START_S + compile_s + init_s(cell) + cell.steps * (step or 5.0) * slow
+
+
+def init_s(cell: Cell) -> float:
+    """Random init beyond Mistral-7B's (in START_S): ~20 s for an 8-13B model, QLoRA's layer-by-layer quantisation
+    of Mixtral's 47B parameters about as much again (both predicted; issue 26 measures them)."""
+    if cell.model == "mistral-7b":
+        return 0.0
+    return 40.0 if cell.method == "qlora" and cell.model.startswith("mixtral") and cell.layers is None else 20.0
 
 
 def visible_gpus() -> int:
@@ -365,7 +333,8 @@ def main() -> int:
             print(f"budget: skipping {cell.key} (expects {need:.0f} s)", flush=True)
             continue
         print(f"running {cell.key} (expects {need:.0f} s) ...", flush=True)
-        row = run_cell(cell, args.workdir)
+        # a cell that hangs is stopped when the call's budget ends, so the cells before it still come back
+        row = run_cell(cell, args.workdir, timeout_s=max(60.0, args.budget_s - (time.time() - start)))
         results["cells"][cell.key] = row
         save(results, *paths)
         m = row.get("measured") or {}

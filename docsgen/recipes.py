@@ -95,6 +95,29 @@ RECIPES: tuple[Recipe, ...] = (
         "predicted 40 GB/s. HSDP shards the model inside each node and only all-reduces gradients across nodes, so "
         "the heavy per-layer all-gather/reduce-scatter traffic never leaves NVLink.",
     ),
+    Recipe(
+        "hgx-h200-8-llama3-70b-lora", "8x H200 SXM (HGX), Llama-3-70B LoRA (predicted; tensor/context parallel "
+        "considered)",
+        ("--machine", "hgx-h200-8", "--model", "llama-3-70b", "--method", "lora", "--global-batch", "64"),
+        "A 70B model on one node: a full fine-tune needs 16 bytes per parameter of fp32 masters and AdamW states, "
+        "140 GB per GPU over eight before any activation, so no layout fits it here; LoRA keeps the base frozen in "
+        "bf16 (17.5 GB per GPU sharded). The planner also prices tensor and context parallel groups inside the "
+        "NVSwitch island and takes one only where it fits where data parallelism does not or is predicted at least "
+        "5% faster. All TP/CP numbers are predicted: nothing here has run on GPUs yet.",
+    ),
+    Recipe(
+        "hgx-h200-8-llama3.1-8b-128k-lora", "8x H200 SXM (HGX), Llama-3.1-8B LoRA at 131,072 tokens (predicted; "
+        "context parallel)",
+        ("--machine", "hgx-h200-8", "--model", "llama-3.1-8b", "--method", "lora", "--seq-len", "131072",
+         "--global-batch", "8"),
+        "At 131,072 tokens one sequence's activations, logits and loss buffers fit no single H200 even with "
+        "checkpointing, and data parallelism cannot split one sequence. Context parallel (torch's ring attention "
+        "through accelerate) splits it over the eight GPUs of the NVSwitch island, 16,384 tokens each, with the "
+        "keys and values passed between them at every layer. All numbers predicted: nothing here has run on GPUs "
+        "yet. With packing, documents attend across their boundaries inside a block (context parallel takes no "
+        "per-document mask). The synthetic sample in recipes/data/ holds fewer tokens than one 131,072-token block "
+        "(train.py stops with a one-line message): give --dataset a corpus of long documents.",
+    ),
 )  # fmt: skip
 
 
@@ -158,6 +181,14 @@ def numbers(recipe: Recipe, plan) -> list[str]:
     return out
 
 
+def parallel_lines(plan) -> list[str]:
+    """The tensor/context-parallel groups, for a plan that has them (predicted, like every number of such a plan)."""
+    if plan.parallel is None:
+        return []
+    head = f"- Parallel layout (predicted, not measured): {plan.parallel.layout.label}"
+    return [head, *[f"  - {line}" for line in plan.parallel.describe()]]
+
+
 def recipe_readme(recipe: Recipe, plan, command: str, rank1: str | None, files: list[str]) -> str:
     w = plan.workload
     machine = plan.machine.removeprefix("machine:")
@@ -178,6 +209,7 @@ def recipe_readme(recipe: Recipe, plan, command: str, rank1: str | None, files: 
         f" in all; micro-batch {w.micro_batch} x {w.grad_accum} accumulation steps = global batch "
         f"{plan.global_batch}; activation checkpointing {'on' if w.grad_checkpointing else 'off'}",
         *numbers(recipe, plan),
+        *parallel_lines(plan),
         f"- Files: {', '.join(f'`{f}`' for f in files)}",
         "",
         "## Why this strategy for this wiring",

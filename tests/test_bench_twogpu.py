@@ -136,6 +136,12 @@ def test_preemption_script_cpu_mode_resumes_to_the_same_losses(tmp_path):
         cwd=ROOT, capture_output=True, text=True, timeout=240,
     )  # fmt: skip
     assert res.returncode == 0, res.stderr[-2000:]
-    r = json.loads((tmp_path / "r.json").read_text())
-    assert r["interrupted_exit"] != 0 and r["resumed_exit"] == 0 and not r["disagree_steps"]
-    assert len(r["resumed_losses"]) == 6 and r["resumed_losses"] == pytest.approx(r["base_losses"], abs=1e-5)
+    rows = json.loads((tmp_path / "r.json").read_text())["rows"]
+    assert set(rows) == {"cpu-ddp", "cpu-ddp-kill-during-save"}
+    for r in rows.values():
+        assert r["passed"] and r["interrupted_exit"] != 0 and r["resumed_exit"] == 0 and not r["disagree_steps"]
+        assert len(r["resumed_losses"]) == 6 and r["resumed_losses"] == pytest.approx(r["base_losses"], abs=1e-5)
+    # the SIGTERM row checkpointed and said 75; the killed save never became `latest`, the resume took the one before
+    assert rows["cpu-ddp"]["preempted"]["exit_code"] == 75
+    killed = rows["cpu-ddp-kill-during-save"]
+    assert killed["latest_after_cut"] == killed["expected_resume"] == Path(killed["resumed_from"]).name

@@ -75,31 +75,33 @@ def _capture(monkeypatch, cls) -> list[dict]:
     return calls
 
 
-def test_qlora_random_init_quantises_random_weights_like_a_pretrained_load(tiny, monkeypatch):
-    """The refusal is gone: a random QLoRA init hands a random bf16 state dict to the model class's from_pretrained
-    with the very kwargs a pretrained QLoRA load gets (CPU stands in for the GPU: from_pretrained is faked)."""
+def test_qlora_random_init_quantises_with_the_pretrained_loads_config(tiny, monkeypatch):
+    """The refusal is gone: a random QLoRA init is built by training/qlora.py one layer at a time (never the whole
+    bf16 model, never through from_pretrained) with the very quantization config and attention a pretrained QLoRA
+    load gets (CPU stands in for the GPU: both loaders are faked)."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, MistralForCausalLM
 
+    import training.qlora as qlora
+
     config = AutoConfig.from_pretrained(str(tiny))
-    random_calls = _capture(monkeypatch, MistralForCausalLM)
+    random_calls: list[dict] = []
+    monkeypatch.setattr(
+        qlora, "quantised_random_model", lambda cfg, dev, **kw: random_calls.append(kw) or MistralForCausalLM(cfg)
+    )
+    not_used = _capture(monkeypatch, MistralForCausalLM)
     args = parse_args(["--model", str(tiny), "--init", "random", "--method", "qlora"])
     load_model(args, config, use_cuda=True, init_device="cpu")
     pretrained_calls = _capture(monkeypatch, AutoModelForCausalLM)
     load_model(parse_args(["--model", str(tiny), "--method", "qlora"]), config, use_cuda=True, init_device="cpu")
 
-    (rnd,), (pre,) = random_calls, pretrained_calls
-    assert rnd["path"] is None and pre["path"] == str(tiny)
-    state = rnd.pop("state_dict")
-    assert set(state) == set(MistralForCausalLM(config).state_dict())
-    assert {t.dtype for t in state.values()} == {torch.bfloat16}  # random weights as a bf16 checkpoint holds them
-    assert any(t.float().std() > 0 for t in state.values())
+    (rnd,), (pre,), [] = random_calls, pretrained_calls, not_used
     q_rnd, q_pre = rnd.pop("quantization_config"), pre.pop("quantization_config")
     assert q_rnd.to_dict() == q_pre.to_dict()
     assert (q_rnd.bnb_4bit_quant_type, q_rnd.bnb_4bit_use_double_quant) == ("nf4", True)
     assert q_rnd.bnb_4bit_quant_storage == torch.bfloat16  # shardable by FSDP / ZeRO-3
-    rnd.pop("path"), pre.pop("path")
-    assert rnd == pre  # same config, dtype (bf16 by default), attention, no device_map on the host
+    pre.pop("path"), pre.pop("config")
+    assert rnd == pre  # same dtype (bf16 by default), attention, no device_map on the host
     assert rnd["dtype"] == torch.bfloat16 and "device_map" not in rnd
 
 
@@ -124,7 +126,12 @@ def test_qlora_random_init_with_bitsandbytes_gives_a_4bit_model_peft_prepares(ti
     q_proj = model.model.layers[0].self_attn.q_proj
     assert isinstance(q_proj, bnb.nn.Linear4bit)
     assert model.is_loaded_in_4bit and model.hf_quantizer is not None and model.config.quantization_config
-    want = reference.model.layers[0].self_attn.q_proj.weight.float()
+    # layer 0's first weight, drawn as the layer-by-layer build draws it: layer 0's own seed, a bf16 Linear through
+    # the model's _init_weights (training/qlora.py)
+    torch.manual_seed(torch.initial_seed() + 1)
+    plain = torch.nn.Linear(q_proj.in_features, q_proj.out_features, bias=False, dtype=torch.bfloat16)
+    reference._init_weights(plain)
+    want = plain.weight.float()
     got = bnbf.dequantize_4bit(q_proj.weight.data, q_proj.weight.quant_state).float()
     assert (got - want).abs().max() < 0.25 * want.abs().max()  # NF4: 16 levels per 64-weight block
     torch.testing.assert_close(model.model.norm.weight, reference.model.norm.weight)  # unquantised parts exact

@@ -107,6 +107,13 @@ def build_parser() -> argparse.ArgumentParser:
     a("--lora-alpha", type=int, default=32, help="LoRA scaling numerator (scale = alpha / r)")
     a("--lora-targets", default=DEFAULT_LORA_TARGETS, help="comma list of module names, or all-linear")
     a("--pack", action=argparse.BooleanOptionalAction, default=True, help="pack examples, or pad each")
+    a(
+        "--fit-check",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="on a GPU, stop before loading when the generator's plan for exactly this run predicts more memory than "
+        "the GPU has, naming what would fit (--no-fit-check: run it anyway)",
+    )
     a("--log-file", default=None, help="per-step JSONL (default: OUTPUT/train_log.jsonl)")
     a("--log-sample-ids", action="store_true", help="record the sample ids of every step in the log")
     return p

@@ -181,6 +181,19 @@ def resume_step(args, out: Path, world: int = 1, strategy: str = "ddp") -> tuple
     return path, int(state["step"]), note
 
 
+def load_state_kwargs(method: str, is_deepspeed: bool) -> dict:
+    """What accelerator.load_state needs for this run. QLoRA: strict=False, because accelerate saves the 4-bit base's
+    bitsandbytes quantisation state (absmax, quant_map, nested_absmax, ... of every Linear4bit) as extra state-dict
+    keys that its strict safetensors load then rejects as unexpected, so a preempted QLoRA run could not resume
+    (accelerate 1.15, bitsandbytes 0.50, reproduced on CPU: tests/test_train_qlora_resume.py). The frozen 4-bit base
+    is then the one this run's load built (same seed or the same weights), not the saved copy: the same codes only
+    where quantisation is deterministic (bitsandbytes' CPU kernel is not: a few codes differ between two calls; on
+    the GPU, bench/preempt.py's ddp-qlora row compares the resumed losses).
+    Adapters, optimizer, scheduler and RNG load as for LoRA. DeepSpeed's load_checkpoint has no `strict` (QLoRA runs
+    under DDP anyway)."""
+    return {"strict": False} if method == "qlora" and not is_deepspeed else {}
+
+
 def save_checkpoint(accelerator, out: Path, step: int, args, world: int, ga: int, log, strategy: str) -> None:
     """Every rank calls it: accelerator.save_state into a temporary directory, then rank 0 publishes it."""
     t0 = time.perf_counter()

@@ -42,8 +42,9 @@ def load_config_and_tokenizer(args):
     return config, tok
 
 
-def load_model(args, config, use_cuda: bool, init_device: str = "cpu"):
-    """The base model in --load-dtype; for QLoRA quantised to 4-bit NF4 (a random init is quantised in memory)."""
+def load_model(args, config, use_cuda: bool, init_device: str = "cpu", extra: dict | None = None):
+    """The base model in --load-dtype; for QLoRA quantised to 4-bit NF4 (a random init is quantised in memory).
+    `extra`: more from_pretrained arguments (tensor parallel's tp_plan and device_mesh: training/parallel.py)."""
     import torch
     from transformers import AutoModelForCausalLM
 
@@ -68,7 +69,11 @@ def load_model(args, config, use_cuda: bool, init_device: str = "cpu"):
                 model = AutoModelForCausalLM.from_config(config, **kwargs)
             snap_to_bf16_grid(model)
         else:
-            model = AutoModelForCausalLM.from_pretrained(args.model, config=config, **kwargs)
+            model = AutoModelForCausalLM.from_pretrained(args.model, config=config, **kwargs, **(extra or {}))
+            if args.method == "qlora":  # bitsandbytes left fused MoE experts in bf16 (training/moe.py)
+                from training.moe import quantise_experts
+
+                quantise_experts(model, kwargs["quantization_config"], next(model.parameters()).device)
     except (OSError, ValueError, ImportError, KeyError) as exc:
         raise UserError(f"cannot load model {args.model!r}: {first_line(exc)}") from None
     model.config.use_cache = False
@@ -112,8 +117,9 @@ def add_adapters(model, args, grad_checkpointing: bool):
         raise UserError(f"--lora-targets {args.lora_targets!r}: {first_line(exc)}") from None
 
 
-def apply_liger(model, inside_layers: bool = True) -> None:
+def apply_liger(model, inside_layers: bool = True) -> str | None:
     """Liger's kernels; `inside_layers=False` keeps only its fused linear cross-entropy (the loss, outside the decoder).
+    Returns train.py's note for an architecture Liger is not measured on (generator/catalog/liger.py), else None.
 
     Why the loss only when the decoder layers are compiled: torch.compile fuses the norms, SwiGLU and RoPE itself,
     and Liger's RMSNorm and SwiGLU backward kernels write their gradients into their inputs' buffers (in place), which
@@ -123,10 +129,17 @@ def apply_liger(model, inside_layers: bool = True) -> None:
         from liger_kernel.transformers import _apply_liger_kernel_to_instance
     except ImportError:
         raise UserError("--liger needs liger-kernel: pip install liger-kernel") from None
+    # An MoE's experts never take Liger's fused experts kernel (LigerExperts): its Triton GEMMs autotune 32 configs
+    # each, the weight-gradient ones 16, compiled and benchmarked in the first step, which did not finish in 5
+    # minutes on Mixtral (issue 26; generator/catalog/liger.py has the evidence). transformers' grouped_mm stays.
+    moe = bool(getattr(model.config, "num_local_experts", 0) or getattr(model.config, "num_experts", 0))
     if inside_layers:
-        _apply_liger_kernel_to_instance(model=model)
+        _apply_liger_kernel_to_instance(model=model, **({"swiglu": False} if moe else {}))
     else:
         _apply_liger_kernel_to_instance(model=model, rope=False, rms_norm=False, swiglu=False)
+    from generator.catalog.liger import liger_run_note
+
+    return liger_run_note(str(getattr(model.config, "model_type", "")))
 
 
 def enable_grad_checkpointing(model) -> None:

@@ -8,6 +8,7 @@ from generator.check import (
     rules_gpus,
     rules_memory,
     rules_multinode,
+    rules_parallel,
     rules_schema,
     rules_sections,
     rules_sharding,
@@ -25,6 +26,7 @@ RULES = [
     *rules_topology.RULES,
     *rules_sharding.RULES,
     *rules_memory.RULES,
+    *rules_parallel.RULES,
 ]
 
 

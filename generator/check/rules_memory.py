@@ -32,6 +32,10 @@ def memory_fit(cfg: dict, ctx: CheckContext) -> list[Finding]:
     name = strategy(cfg)
     if ctx.model is None or ctx.topo is None or name is None:
         return []
+    from generator.check.rules_parallel import model_parallel
+
+    if model_parallel(cfg):  # TP/CP/SP change every term: rules_parallel.parallel_memory prices those
+        return []
     from generator.catalog import strategies as catalog
     from generator.estimate import estimate
 

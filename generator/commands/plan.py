@@ -89,6 +89,9 @@ def register(subparsers, verb: str, help_text: str) -> argparse.ArgumentParser:
     c.add_argument("--strategy", choices=STRATEGY_CHOICES, default="auto", help="Force a strategy (default auto).")
     c.add_argument("--allow-offload", action="store_true", help="Consider ZeRO CPU offload (slow; off by default).")
     c.add_argument("--headroom", type=float, default=0.10, help="Fraction of GPU memory kept free (default 0.10).")
+    from generator.ui.parallel_args import add_parallel_args
+
+    add_parallel_args(c)  # --tp-size / --cp-size
     c.add_argument("--bandwidth-file", help='Measured busbw JSON ({"subsets": {"0,1": 365.2}}) from `probe`.')
     c.add_argument(
         "--compute-file",

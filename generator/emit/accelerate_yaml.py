@@ -14,6 +14,7 @@ from __future__ import annotations
 import yaml
 
 from generator.catalog import strategies as catalog
+from generator.emit.parallelism import parallelism_block
 from generator.plan.types import Plan
 
 
@@ -49,6 +50,8 @@ def accelerate_dict(plan: Plan, ds_json: str | None = None) -> dict:
             "parallelism_config_tp_size": 1,
             "parallelism_config_cp_size": 1,
         }
+    elif plan.parallel is not None:  # tensor / context parallel over FSDP2 (generator.emit.parallelism)
+        cfg["parallelism_config"] = parallelism_block(plan)
     if dist == "DEEPSPEED":
         cfg["deepspeed_config"] = _deepspeed(plan, ds_json)
     _check_counts(cfg)
@@ -64,7 +67,9 @@ def _fsdp(plan: Plan) -> dict:
         "fsdp_offload_params": False,
         # rank 0 reads the weights, the others start on the meta device; needs Accelerator() before from_pretrained.
         # Off under fp8: accelerate 1.15 refuses its torchao backend with it (train.py --precision fp8 says so too).
-        "fsdp_cpu_ram_efficient_loading": plan.workload.precision != "fp8",
+        # Off under TP too: transformers' tp_plan loading shards the weights on every rank itself.
+        "fsdp_cpu_ram_efficient_loading": plan.workload.precision != "fp8"
+        and not (plan.parallel and plan.parallel.layout.tp > 1),
         # FSDP checkpoints each decoder layer itself; train.py then leaves HF gradient checkpointing off
         "fsdp_activation_checkpointing": plan.workload.grad_checkpointing,
     }

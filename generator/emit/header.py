@@ -9,6 +9,8 @@ from collections.abc import Sequence
 
 from generator import __version__
 from generator.catalog import strategies as catalog
+from generator.emit.parallelism import data_parallel_text
+from generator.emit.parallelism import header_lines as parallelism_header_lines
 from generator.emit.script_cli import TRL_MODULE, loop_settings
 from generator.plan.precision import MEASURED, unmeasured
 from generator.plan.types import Plan
@@ -49,7 +51,7 @@ def header_lines(
         f"GPU ids {per}(PCI bus order, as nvidia-smi numbers them): {ids} -> {plan.num_processes} process(es) over "
         f"{plan.num_machines} machine(s). The command sets CUDA_DEVICE_ORDER=PCI_BUS_ID so CUDA uses the same ids.",
         f"Workload: {plan.model.name}, method {w.method}, sequence length {w.seq_len}, micro-batch {w.micro_batch} x "
-        f"accumulation {w.grad_accum} x {plan.num_processes} GPU(s) = global batch {plan.global_batch} sequences.",
+        f"accumulation {w.grad_accum} x {data_parallel_text(plan)} = global batch {plan.global_batch} sequences.",
         script_line(w.script),
         "Activation checkpointing: " + _checkpointing(plan),
         f"Expected peak memory per GPU (predicted): {e.peak_gb:.1f} GB allocated, {e.reserved_gb:.1f} GB reserved, "
@@ -67,6 +69,7 @@ def header_lines(
             f"HSDP mesh: {plan.hsdp_replicate} replica(s) x {plan.hsdp_shard} GPUs per shard group; each group is a "
             "contiguous block of ranks, and gpu_ids are ordered so each block is one NVLink island or machine."
         )
+    lines += parallelism_header_lines(plan)
     if ds_json:
         lines.append(
             f"DeepSpeed settings live in {ds_json} (ZeRO++ zero_hpz_partition_size needs a DeepSpeed JSON); "

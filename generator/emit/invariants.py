@@ -31,10 +31,15 @@ def check_plan(plan: Plan) -> None:
             f"{plan.num_processes} processes over {plan.num_machines} machine(s) do not match {len(ids)} GPU ids each"
         )
     w = plan.workload
-    if w.micro_batch * w.grad_accum * plan.num_processes != plan.global_batch:
+    # A TP x CP group trains one sequence together: only the data-parallel ranks split the batch.
+    lay = plan.parallel.layout if plan.parallel else None
+    dp = plan.num_processes // (lay.tp * lay.cp) if lay else plan.num_processes
+    if lay and lay.size != plan.num_processes:
+        raise ValueError(f"parallel layout {lay.label} needs {lay.size} processes, the plan has {plan.num_processes}")
+    if w.micro_batch * w.grad_accum * dp != plan.global_batch:
         raise ValueError(
             f"global batch {plan.global_batch} != micro-batch {w.micro_batch} x accumulation {w.grad_accum} "
-            f"x {plan.num_processes} processes"
+            f"x {dp} data-parallel processes"
         )
     if plan.num_machines > 1 and not plan.main_process_ip:
         raise UserError("a multi-machine config needs the main machine's address; pass --main-process-ip")

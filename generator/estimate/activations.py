@@ -11,7 +11,7 @@ the residual stream: 2 when the model is bf16, 4 when fp32 weights run under bf1
   and return a transposed view, so transformers' `.transpose(1, 2).contiguous()` copies nothing and o_proj keeps the
   tensor SDPA keeps (one 2q, not two); eager's matmul output is a fresh [b, heads, s, d], so its copy is o_proj's;
 - SwiGLU MLP: gate output (kept by silu), silu output and up output (kept by the product), the product (kept by
-  down_proj): 8F. MoE: per routed expert, plus the token copy each expert gathers.
+  down_proj): 8F. MoE: the routed experts, router and dispatch instead (generator/estimate/moe.py).
 The loss: while it is computed, the bf16 logits, their fp32 upcast (`logits.float()` in ForCausalLMLoss) and the
 log-softmax the cross-entropy keeps; through backward, the logits Accelerate returns (fp32 after
 convert_outputs_to_fp32; bf16 under DeepSpeed), and at its start the log-softmax with its two fp32 gradients.
@@ -25,6 +25,12 @@ from __future__ import annotations
 
 from generator.catalog import strategies as catalog
 from generator.estimate.attention import kernel_path, mask_bytes
+from generator.estimate.moe import (
+    backward_transient_routes,
+    expert_params,
+    mlp_element_bytes,
+    moe_saved_bytes_per_token,
+)
 from generator.estimate.scripts import liger_modelled, script_facts
 from generator.estimate.states import LORA_TARGETS, adapted_targets
 from generator.estimate.types import Workload
@@ -49,19 +55,24 @@ def residual_bytes(workload: Workload, strategy: str) -> int:
     return 4 if workload.load_dtype == "fp32" and catalog.strategy(strategy).framework == "ddp" else 2
 
 
-def layer_saved_bytes_per_token(model: ModelSpec, r: int, liger: bool = False, path: str = "sdpa_causal") -> float:
+def layer_saved_bytes_per_token(
+    model: ModelSpec, r: int, liger: bool = False, path: str = "sdpa_causal", method: str = "full"
+) -> float:
     """Bytes one decoder layer keeps for backward, per token (see module docstring).
 
     Liger's RMSNorm keeps only its input (+ per-row rstd) and its SwiGLU only gate and up outputs (silu recomputed).
-    path: attention.kernel_path's answer (which k/v the kernel keeps, whether o_proj's input is SDPA's own output)."""
+    path: attention.kernel_path's answer (which k/v the kernel keeps, whether o_proj's input is SDPA's own output).
+    method: what an MoE's experts keep depends on whether they train (moe.moe_saved_bytes_per_token)."""
     h = model.hidden_size
     q = model.num_heads * model.head_dim
     kv = q if path in ("sdpa_dense", "eager") else model.num_kv_heads * model.head_dim
     f = model.intermediate_size
     norms = 2 * ((r * h if liger else 4 * h + r * h) + 2 * h)
     attention = 4 * q + 4 * kv + o_proj_input_bytes(model, path)
-    mlp_f = 6 * f if liger else 8 * f
-    mlp = mlp_f if not model.num_experts else model.experts_per_token * (mlp_f + 2 * h) + 4 * model.num_experts
+    # gate and up outputs (and, without Liger, the activation between them) in the MLP's element size, the product
+    # kept by down_proj in bf16 (a frozen base's down keeps none: lora_saved_delta_per_token takes it back)
+    mlp_f = (2 if liger else 3) * f * mlp_element_bytes(method) + 2 * f
+    mlp = mlp_f if not model.num_experts else moe_saved_bytes_per_token(model, method)
     return float(norms + attention + mlp)
 
 
@@ -109,9 +120,21 @@ def lora_saved_delta_per_token(
     if dropout > 0:  # one mask per adapter (each applies its own dropout), shared inputs or not
         adapted += DROPOUT_MASK_BYTES * sum(inputs[t] for t in adapted_here)
     # The inputs layer_saved_bytes_per_token already counts once each (a trained linear keeps them), now adapters' own.
-    counted = 2 * h + o_proj_input_bytes(model, path) + (0 if model.num_experts else 2 * h + 2 * f)
+    # An MoE's frozen router keeps no input either (the MLP norm's output, 2h); its experts' own terms are moe.py's.
+    counted = 2 * h + o_proj_input_bytes(model, path) + 2 * h + (0 if model.num_experts else 2 * f)
     frozen_norms = 0 if liger else 2 * r * h
     return float(adapted - counted - frozen_norms)
+
+
+def _expert_casts(model: ModelSpec, workload: Workload) -> tuple[bool, bool]:
+    """(alive at the loss, alive in a layer's backward) for the bf16 copies of fp32 MoE experts. Only train.py makes
+    them (training/moe.py casts per forward: the other scripts run fp32 experts, no copy); they are not autocast's
+    cache, so under checkpointing each layer's copy dies with its forward and only the recomputed one is alive in
+    that layer's backward; without checkpointing the grouped GEMMs keep them for the input gradient."""
+    if not model.num_experts:
+        return True, True
+    casts = workload.script == "train.py"
+    return casts and not workload.grad_checkpointing, casts
 
 
 def logits_kept_bytes(workload: Workload, strategy: str) -> float:
@@ -147,7 +170,7 @@ def activation_terms(model: ModelSpec, workload: Workload, strategy: str) -> dic
     liger = liger_modelled(workload)
     h, layers = model.hidden_size, model.num_layers
     path = kernel_path(model, workload)
-    per_token = layer_saved_bytes_per_token(model, r, liger, path)
+    per_token = layer_saved_bytes_per_token(model, r, liger, path, workload.method)
     if workload.method in ("lora", "qlora"):
         per_token += lora_saved_delta_per_token(
             model, r, workload.lora_r, liger, path, workload.layers_compiled, workload.lora_targets,
@@ -159,7 +182,7 @@ def activation_terms(model: ModelSpec, workload: Workload, strategy: str) -> dic
     loss_bwd = 0.0 if liger else LOSS_BACKWARD_BYTES * model.vocab_size * tokens
     if script_facts(workload.script).fused_lm_head:  # no logits kept: the loss's terms are the fused head's
         kept, (loss_fwd, loss_bwd) = 0.0, fused_head_bytes(model, workload)
-    transient = BACKWARD_TRANSIENT_F_BYTES * model.intermediate_size * tokens
+    transient = BACKWARD_TRANSIENT_F_BYTES * model.intermediate_size * tokens * backward_transient_routes(model)
     # fp32 weights under autocast: autocast caches a bf16 copy of every fp32 leaf weight it casts until the forward's
     # autocast region exits, so the copies of all matmul weights are alive at the loss (measured +14.0 GB for
     # Mistral-7B, see tests/test_estimate_gpu.py); late in backward one layer's recomputed casts are alive.
@@ -171,9 +194,10 @@ def activation_terms(model: ModelSpec, workload: Workload, strategy: str) -> dic
         layer_casts = 2.0 * model.hidden_size * model.intermediate_size  # bitsandbytes dequantises one linear at a time
         all_casts = lm_head_cast
     elif r == 4:
-        layer_casts = 2.0 * model.params_per_layer
+        cached, saved = _expert_casts(model, workload)
+        layer_casts = 2.0 * (model.params_per_layer - (0 if saved else expert_params(model) / model.num_layers))
         if workload.method == "full" or not workload.grad_checkpointing:
-            all_casts = 2.0 * (model.params_total - model.params_embedding)
+            all_casts = 2.0 * (model.params_total - model.params_embedding - (0 if cached else expert_params(model)))
     mask, layer_mask = mask_bytes(model, workload)
     if workload.grad_checkpointing:
         held = {"checkpoints": layers * r * h * tokens, "attention_mask": mask}

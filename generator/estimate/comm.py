@@ -71,6 +71,9 @@ def communication(model: ModelSpec, workload: Workload, placement: Placement, st
         return Comm(0.0, 0.0, 0.0)
     s = catalog.strategy(strategy)
     p = float(trainable_params(model, workload))
+    # FSDP2 and ZeRO-3 shard every parameter, the frozen base of LoRA too, and gather all of them for each pass;
+    # only the trained ones have gradients to reduce (and, for ZeRO-1/2, partitions to gather back)
+    gathered = float(model.params_total) if s.shards_parameters else p
     k = workload.grad_accum
     bw = _bandwidth(placement)
     ring = _ring(n)
@@ -82,14 +85,14 @@ def communication(model: ModelSpec, workload: Workload, placement: Placement, st
     if s.framework == "fsdp":
         gathers = s.gathers_per_micro_step
         if s.hybrid:
-            return _hsdp(p, k, placement, gathers, shard_count(strategy, placement))
-        ag, rs = gathers * k * _gather_bytes(model, workload, p) * ring, 2 * p * ring
+            return _hsdp(p, gathered, k, placement, gathers, shard_count(strategy, placement))
+        ag, rs = gathers * k * _gather_bytes(model, workload, gathered) * ring, 2 * p * ring
         return Comm(ag + rs, _time(ag + rs, bw), _time(ag + rs, bw))
     if s.framework == "deepspeed":
         stage = s.zero_stage
         reduces = 1 if stage == 1 else k
         rs = reduces * 2 * p * ring
-        ag = (2 * k if stage == 3 else 1) * 2 * p * ring
+        ag = (2 * k * 2 * gathered if stage == 3 else 2 * p) * ring
         overlapped = rs + ag if stage == 3 else 0.0  # overlap_comm defaults to True only for stage 3
         host, host_s = _offload_host(p, k, n, s, placement)
         return Comm(rs + ag, _time(rs + ag, bw), _time(overlapped, bw), host, host_s)
@@ -104,10 +107,10 @@ def _gather_bytes(model: ModelSpec, workload: Workload, p: float) -> float:
     return 2 * p - fp8_weight_params(model)
 
 
-def _hsdp(p: float, k: int, placement: Placement, gathers: int, m: int) -> Comm:
-    """FSDP inside each shard group of `m` GPUs, then an all-reduce of each shard across the replicas."""
+def _hsdp(p: float, gathered: float, k: int, placement: Placement, gathers: int, m: int) -> Comm:
+    """FSDP inside each shard group of `m` GPUs, then an all-reduce of each (trained) shard across the replicas."""
     replicas = placement.num_gpus // m
-    inner = gathers * k * 2 * p * _ring(m) + 2 * p * _ring(m)
+    inner = gathers * k * 2 * gathered * _ring(m) + 2 * p * _ring(m)
     across = (2 * p / m) * 2 * _ring(replicas)
     inner_bw = placement.shard_busbw_gbps or placement.busbw_gbps
     across_bw = _bandwidth(placement)

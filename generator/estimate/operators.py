@@ -76,13 +76,24 @@ def linears(model: ModelSpec, workload: Workload) -> list[Linear]:
     else:
         dims.update({"gate": (h, i), "up": (h, i), "down": (i, h)})
     out = [Linear(n, a, b, layers, full, _aligned(a, b)) for n, (a, b) in dims.items()]
-    out.append(Linear("lm_head", h, model.vocab_size, 1, full, False))
+    out.append(Linear("lm_head", h, _lm_head_width(model, dims), 1, full, False))
     if workload.method != "full":
         r = workload.lora_r
         for t in lora_targets(model, workload):
             a, b = dims[t]
             out += [Linear(f"lora_A.{t}", a, r, layers, True, False), Linear(f"lora_B.{t}", r, b, layers, True, False)]
     return out
+
+
+def _lm_head_width(model: ModelSpec, dims: dict) -> int:
+    """lm_head's out features on this GPU: the vocabulary, or a tensor-parallel rank's column shard of it
+    (estimate.parallel.tp_shard_model divides matmul_params_active by tp and keeps vocab_size whole), read from what
+    matmul_params_active leaves beside the decoder's GEMMs."""
+    layer = sum(a * b for a, b in dims.values())
+    if model.num_experts:
+        layer += 3 * model.hidden_size * model.intermediate_size * max(model.experts_per_token, 1)
+    rest = (model.matmul_params_active - model.num_layers * layer) // model.hidden_size
+    return max(1, min(model.vocab_size, rest))
 
 
 def experts(model: ModelSpec, workload: Workload) -> list[Experts]:

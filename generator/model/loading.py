@@ -49,14 +49,25 @@ def _spec_from_any_config(config: dict, name: str) -> ModelSpec:
     return _spec_by_meta(config, name)
 
 
+# Config keys transformers' MoE families name their expert count and routed top-k with (Mixtral, Qwen-MoE, OLMoE,
+# DeepSeek), and the experts' own width where it differs from the dense MLP's.
+EXPERT_COUNT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts")
+EXPERT_WIDTH_KEYS = ("moe_intermediate_size",)
+
+
 def _spec_by_meta(config: dict, name: str) -> ModelSpec:
-    """Other architectures: exact total from meta-device counting, the rest from the usual config keys."""
-    from generator.model.meta import count_params_meta
+    """Other architectures: exact total from meta-device counting, the rest from the usual config keys. An MoE
+    (issue 26): every parameter counts for memory, only the routed top-k share of the fused experts for compute;
+    shared experts and dense layers among the sparse ones count as dense matmuls (they are not 3-D experts)."""
+    from generator.model.meta import meta_counts
 
     for key in ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size"):
         if not config.get(key):
             raise UserError(f"{name}: config.json has no '{key}', so its memory cannot be estimated")
-    total = count_params_meta(config)
+    total, experts_total = meta_counts(config)
+    experts = next((int(config[k]) for k in EXPERT_COUNT_KEYS if config.get(k)), 0) if experts_total else 0
+    top_k = int(config.get("num_experts_per_tok") or 0) if experts else 0
+    idle = experts_total * (experts - top_k) // experts if experts and top_k else 0
     h, layers, heads = config["hidden_size"], config["num_hidden_layers"], config["num_attention_heads"]
     vocab, tie = config["vocab_size"], bool(config.get("tie_word_embeddings", False))
     embed = vocab * h
@@ -70,7 +81,11 @@ def _spec_by_meta(config: dict, name: str) -> ModelSpec:
         num_heads=heads,
         num_kv_heads=int(config.get("num_key_value_heads") or heads),
         head_dim=int(config.get("head_dim") or h // heads),
-        intermediate_size=int(config.get("intermediate_size") or 4 * h),
+        intermediate_size=int(
+            next((config[k] for k in EXPERT_WIDTH_KEYS if experts and config.get(k)), 0)
+            or config.get("intermediate_size")
+            or 4 * h
+        ),
         vocab_size=vocab,
         tie_embeddings=tie,
         max_seq_len=int(config.get("max_position_embeddings") or 4096),
@@ -79,7 +94,9 @@ def _spec_by_meta(config: dict, name: str) -> ModelSpec:
         params_per_layer=per_layer,
         params_embedding=embed,
         largest_layer_params=max(embed, per_layer // 3),
-        matmul_params_active=total - embed + (embed if tie else 0),
+        matmul_params_active=total - embed + (embed if tie else 0) - idle,
+        num_experts=experts,
+        experts_per_token=top_k,
     )
 
 

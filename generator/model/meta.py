@@ -6,6 +6,13 @@ from __future__ import annotations
 
 def count_params_meta(config_dict: dict) -> int:
     """Exact parameter count (tied weights once) of AutoModelForCausalLM built from `config_dict` with no memory."""
+    return meta_counts(config_dict)[0]
+
+
+def meta_counts(config_dict: dict) -> tuple[int, int]:
+    """(all parameters, those in fused MoE experts) of the model built on the meta device. Fused experts are the
+    parameters of 3 or more dimensions (transformers 5 holds an MoE layer's experts as [experts, out, in] tensors of
+    one module); a dense model has none."""
     from accelerate import init_empty_weights
     from transformers import AutoConfig, AutoModelForCausalLM
 
@@ -19,4 +26,5 @@ def count_params_meta(config_dict: dict) -> int:
     # would be counted twice; tying again restores the shared Parameter (checked with transformers 5.x, test pins it).
     model.tie_weights()
     # parameters() yields a tied weight once.
-    return sum(p.numel() for p in model.parameters())
+    params = list(model.parameters())
+    return sum(p.numel() for p in params), sum(p.numel() for p in params if p.dim() >= 3)

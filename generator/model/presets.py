@@ -16,6 +16,8 @@ HUB_IDS = {
     "mistralai/mistral-7b-instruct-v0.1": "mistral-7b",
     "meta-llama/meta-llama-3-8b": "llama-3-8b",
     "meta-llama/meta-llama-3-8b-instruct": "llama-3-8b",
+    "meta-llama/llama-3.1-8b": "llama-3.1-8b",
+    "meta-llama/llama-3.1-8b-instruct": "llama-3.1-8b",
     "meta-llama/llama-2-7b-hf": "llama-2-7b",
     "meta-llama/llama-2-7b-chat-hf": "llama-2-7b",
     "meta-llama/llama-2-13b-hf": "llama-2-13b",
@@ -32,6 +34,7 @@ HUB_IDS = {
 PRESET_HUB_IDS = {
     "mistral-7b": "mistralai/Mistral-7B-v0.1",
     "llama-3-8b": "meta-llama/Meta-Llama-3-8B",
+    "llama-3.1-8b": "meta-llama/Llama-3.1-8B",
     "llama-2-7b": "meta-llama/Llama-2-7b-hf",
     "llama-2-13b": "meta-llama/Llama-2-13b-hf",
     "llama-3-70b": "meta-llama/Meta-Llama-3-70B",

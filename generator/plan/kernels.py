@@ -3,6 +3,7 @@ open, the tie-break among them, and the reasons the plan gives in words."""
 
 from __future__ import annotations
 
+from generator.catalog.liger import liger_not_planned, liger_plannable
 from generator.estimate.scripts import script_facts
 from generator.plan.rows import Row
 from generator.plan.types import PlanRequest
@@ -11,15 +12,16 @@ KERNEL_ATTENTION = ("sdpa", "flex")
 """--attention values the planner chooses among under auto (train.py --attn-implementation sdpa | flex_attention)."""
 
 
-def kernel_options(request: PlanRequest) -> list[tuple[str, bool]]:
+def kernel_options(request: PlanRequest, model_type: str | None = None) -> list[tuple[str, bool]]:
     """(attention, liger) pairs worth estimating, among the levers the script has (ScriptFacts.attentions, .liger):
     an explicit --attention / --liger is the user declaring what their script does. flex needs a GPU and torch >= 2.5,
-    which a plan for GPUs may assume; Liger only where it is importable where the job runs (request.liger_installed)."""
+    which a plan for GPUs may assume; Liger only where it is importable where the job runs (request.liger_installed)
+    and known to work on the architecture (catalog.liger: measured, or the measured kernels)."""
     facts = script_facts(request.script)
     attentions = facts.attentions if request.attention == "auto" else (request.attention,)
     # the Trainer's Liger keeps TRL's loss and is credited nothing (estimate.scripts.liger_modelled): --liger only
-    can_liger = request.liger_installed and facts.liger == "full"
-    ligers = (request.liger,) if request.liger is not None else (False, True)[: 1 + can_liger]
+    may = request.liger_installed and facts.liger == "full" and (model_type is None or liger_plannable(model_type))
+    ligers = (request.liger,) if request.liger is not None else (False, True)[: 1 + may]
     return [(a, lg) for a in attentions for lg in ligers]
 
 
@@ -42,7 +44,7 @@ def _same_but(row: Row, rows: list[Row], **changes) -> Row | None:
     return None
 
 
-def kernel_reasons(request: PlanRequest, chosen: Row, rows: list[Row]) -> list[str]:
+def kernel_reasons(request: PlanRequest, chosen: Row, rows: list[Row], model_type: str | None = None) -> list[str]:
     w = chosen.option.workload
     tps = chosen.estimate.tokens_per_s_per_gpu
     out = []
@@ -73,7 +75,9 @@ def kernel_reasons(request: PlanRequest, chosen: Row, rows: list[Row]) -> list[s
             "documents assumed to fill each sequence (flex's least favourable case); --doc-tokens N or "
             "--dataset FILE refines it"
         )
-    if request.liger is None and request.liger_installed:
+    if request.liger is None and model_type is not None and not liger_plannable(model_type):
+        out.append(liger_not_planned(model_type))
+    elif request.liger is None and request.liger_installed:
         other = _same_but(chosen, rows, liger=not w.liger)
         if other is not None:
             verb = "on" if w.liger else "off"

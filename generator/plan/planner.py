@@ -20,13 +20,14 @@ from dataclasses import replace
 from itertools import product
 
 from generator.catalog import strategies as catalog
+from generator.catalog.liger import liger_plannable
 from generator.errors import UserError
 from generator.estimate.compute_source import SPEED_NOTE_PREFIX
 from generator.estimate.hardware import unknown_gpu_warning
 from generator.estimate.scripts import default_load_dtype, default_lora_targets, script_facts
 from generator.estimate.types import STRATEGIES, Placement, Workload
 from generator.model.types import ModelSpec
-from generator.plan import advice, reasons
+from generator.plan import advice, parallel, reasons
 from generator.plan.bandwidth_file import MeasuredBandwidth
 from generator.plan.batch import batch_options
 from generator.plan.candidates import free_gpus, gpu_choices, placement_for
@@ -69,6 +70,12 @@ def make_plan(
     split_note = _batch_split_note(request, choices, options)
     rows = [Row(o, e) for o in options for e in o.estimates if e.strategy in allowed_strategies(request)]
     fitting = [r for r in rows if r.estimate.fits]
+    considered = _parallel_layouts(topology, model, request, choices, options, inter, engines, bandwidth)
+    taken, why_parallel = parallel.choose(considered, rows, pick(fitting) if fitting else None, request)
+    if taken is not None:
+        warnings = plan_warnings(topology, model, request, taken.row, False, inter_warning)
+        plan = build_plan(topology, model, request, taken.row, False, [why_parallel, *considered.refused[:3]], warnings)
+        return replace(plan, gpu_ids=taken.groups.gpu_ids, parallel=taken.groups)
     if split_note and not fitting:
         raise UserError(f"{split_note} (on fewer GPUs, which it splits over, nothing fits)")
     if fitting:
@@ -86,12 +93,14 @@ def make_plan(
             [o for o in options if o.workload.precision == base],
             [r for r in rows if r.option.workload.precision == base],
         )
-        raise UserError(advice.nothing_fits(model, request, *lean, engines, more_gpus=more))
+        note = parallel.nothing_fits_note(considered, rows)
+        raise UserError(advice.nothing_fits(model, request, *lean, engines, more_gpus=more) + note)
     # The reasons compare the choice with rows in its own precision; the precision line compares across.
     same = _in_precision(rows, chosen)
     why = reasons.explain(request, chosen, _in_precision(fitting, chosen), same, inter_reason, GPU_COUNT_TOLERANCE)
-    why += kernel_reasons(request, chosen, same) + _liger_gain(model, request, chosen, engines)
+    why += kernel_reasons(request, chosen, same, model.model_type) + _liger_gain(model, request, chosen, engines)
     why += precision_reasons(model, request, chosen, engines)
+    why += [why_parallel] if why_parallel and not forced else []
     if request.strategy != "auto":
         auto = allowed_strategies(replace(request, strategy="auto"))
         auto_fit = [Row(o, e) for o in options for e in o.estimates if e.fits and e.strategy in auto]
@@ -105,6 +114,15 @@ def make_plan(
     return replace(plan, levers=tuple(fp8_lever(model, request, chosen, engines)))
 
 
+def _parallel_layouts(topology, model, request, choices, options, inter, engines, bandwidth) -> parallel.Considered:
+    """Tensor/context-parallel layouts over the largest GPU choice, its bf16 workload as the template."""
+    big = max(choices, key=lambda c: len(c.gpu_ids))
+    own = [o.workload for o in options if o.choice is big and o.workload.precision == "bf16"]
+    if not own:
+        return parallel.Considered()
+    return parallel.consider(topology, model, request, big, inter, engines, own[0], bandwidth)
+
+
 def _in_precision(rows: list[Row], chosen: Row) -> list[Row]:
     return [r for r in rows if r.option.workload.precision == chosen.option.workload.precision]
 
@@ -112,6 +130,8 @@ def _in_precision(rows: list[Row], chosen: Row) -> list[Row]:
 def _liger_gain(model: ModelSpec, request: PlanRequest, chosen: Row, engines: Engines) -> list[str]:
     """Where Liger is left to the planner but not importable here: what installing it is predicted to gain."""
     if request.liger is not None or request.liger_installed or script_facts(request.script).liger != "full":
+        return []
+    if not liger_plannable(model.model_type):
         return []
     o = chosen.option
     fused = engines.estimate_all(
@@ -212,7 +232,9 @@ def evaluate(topology, model, request, choices, inter, engines: Engines) -> tupl
         if why:
             problems.append(why)
         precisions = precision_options(request, placement.gpu_name)
-        for batch, (attention, liger), precision in product(batches, kernel_options(request), precisions):
+        for batch, (attention, liger), precision in product(
+            batches, kernel_options(request, model.model_type), precisions
+        ):
             workload = Workload(
                 method=request.method,
                 seq_len=request.seq_len,

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from generator.estimate.types import Estimate, Workload
 from generator.model.types import ModelSpec
+from generator.plan.parallel_layout import ParallelGroups
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,10 @@ class PlanRequest:
     (generator.plan.precision: DDP, full or LoRA, fp8 tensor cores, torchao importable, predicted faster), else bf16."""
     fp8_installed: bool = False
     """torchao is importable where the job runs (the CLI checks with importlib.util.find_spec, as for Liger)."""
+    tp_size: int | None = None
+    """Tensor-parallel group size to force (--tp-size); None: the planner chooses (generator.plan.parallel)."""
+    cp_size: int | None = None
+    """Context-parallel group size to force (--cp-size); None: the planner chooses."""
     # -- the training script (issue 18) --
     script: str = "train.py"
     """The script the YAML is launched with (estimate.scripts.SCRIPTS); load_dtype should be its default unless the
@@ -101,6 +106,8 @@ class Plan:
     """Why the usable budget (estimate.capacity_gb) is less than the card: headroom, CUDA context, NCCL buffers."""
     script_path: str | None = None
     """PlanRequest.script_path: what the launch command runs for trainer / custom."""
+    parallel: ParallelGroups | None = None
+    """Tensor/context-parallel groups over FSDP2 (generator.plan.parallel); None: data parallelism only."""
 
     @property
     def num_processes(self) -> int:

@@ -36,6 +36,7 @@ def plan_to_dict(plan: Plan, launch_command: str, config_path: str | None) -> di
         "global_batch": plan.global_batch,
         "grad_checkpointing": w.grad_checkpointing,
         "hsdp": {"replicate": plan.hsdp_replicate, "shard": plan.hsdp_shard} if plan.strategy == "hsdp" else None,
+        "parallel": _parallel_dict(plan),
         "chosen": estimate_to_dict(plan.estimate),
         "forced": plan.forced,
         "reasons": list(plan.reasons),
@@ -47,6 +48,22 @@ def plan_to_dict(plan: Plan, launch_command: str, config_path: str | None) -> di
         "script": w.script,
         "loop_settings": loop_settings(plan),
     }
+
+
+def _layout(plan: Plan) -> str:
+    return f" ({plan.parallel.layout.label}, predicted)" if plan.parallel else ""
+
+
+def _parallel_dict(plan: Plan) -> dict | None:
+    """Tensor/context-parallel groups (None for data parallelism only)."""
+    if plan.parallel is None:
+        return None
+    lay = plan.parallel.layout
+    return {
+        "tp": lay.tp, "cp": lay.cp, "dp_shard": lay.dp_shard, "dp_replicate": lay.dp_replicate,
+        "tp_groups": [list(g) for g in plan.parallel.tp_groups],
+        "cp_groups": [list(g) for g in plan.parallel.cp_groups],
+    }  # fmt: skip
 
 
 def print_plan(plan: Plan, launch_command: str, written: list[str], console=None) -> None:
@@ -63,7 +80,8 @@ def print_plan(plan: Plan, launch_command: str, written: list[str], console=None
     )
     console.print(render_estimates(list(plan.estimates), title, highlight=plan.strategy))
     console.print(
-        f"[bold]Plan:[/] {plan.strategy} on GPUs {format_ids(plan.gpu_ids)} ({plan.num_processes} processes), "
+        f"[bold]Plan:[/] {plan.strategy}{_layout(plan)} on GPUs {format_ids(plan.gpu_ids)} ({plan.num_processes} "
+        "processes), "
         f"micro-batch {w.micro_batch} x accumulation {w.grad_accum} = global batch {plan.global_batch}, "
         f"activation checkpointing {ckpt}"
     )

@@ -9,6 +9,7 @@ from generator.errors import UserError
 from generator.estimate.scripts import parse_lora_targets
 from generator.plan.types import PlanRequest
 from generator.ui.dataset import mean_example_tokens
+from generator.ui.parallel_args import parallel_fields
 
 
 def request_from_args(args: argparse.Namespace) -> PlanRequest:
@@ -42,6 +43,7 @@ def request_from_args(args: argparse.Namespace) -> PlanRequest:
         script=getattr(args, "script", None) or "train.py",
         script_path=getattr(args, "script_path", None),
         precision=getattr(args, "precision", None) or "auto",
+        **parallel_fields(args),  # --tp-size / --cp-size (ui/parallel_args.py)
     )
 
 

@@ -1,0 +1,68 @@
+"""REPORT.md's section on the families beyond Mistral (issue 26, item 6): the mean absolute error per metric of their
+held-out rows beside the Mistral validation rows' (the anchors), and each plan pick against its runner-up.
+
+Shown only once a results file holds family rows (bench/families.py); until then REPORT.md has no such section.
+"""
+
+from __future__ import annotations
+
+from bench.families import PICK_PAIRS
+from bench.targets import ALLOC_TOL, REGRET_TOL, RESERVED_TOL, VALIDATION_TPS_TOL
+
+ANCHOR_MODEL = "mistral-7b"
+
+
+def mean_abs(errors: list[float | None]) -> tuple[float | None, int]:
+    """(mean absolute error in %, rows scored) over the errors that exist."""
+    got = [abs(e) for e in errors if e is not None]
+    return (sum(got) / len(got), len(got)) if got else (None, 0)
+
+
+def _cell(stat: tuple[float | None, int]) -> str:
+    value, n = stat
+    return "-" if value is None else f"{value:.1f}% ({n} rows)"
+
+
+def mae_rows(held_mem: list, held_tput: list) -> list[list[str]]:
+    """One row per metric: its target, the families' MAE, the anchors' MAE."""
+    out = []
+    for name, tol, mem_index in (("allocated", ALLOC_TOL, 2), ("reserved", RESERVED_TOL, 3)):
+        fam = mean_abs([m[mem_index] for m in held_mem if m[0].model != ANCHOR_MODEL])
+        anchor = mean_abs([m[mem_index] for m in held_mem if m[0].model == ANCHOR_MODEL])
+        out.append([name, f"{tol:.0f}%", _cell(fam), _cell(anchor)])
+    fam = mean_abs([t[2] for t in held_tput if t[0].model != ANCHOR_MODEL])
+    anchor = mean_abs([t[2] for t in held_tput if t[0].model == ANCHOR_MODEL])
+    out.append(["tokens/s", f"{VALIDATION_TPS_TOL:.0f}%", _cell(fam), _cell(anchor)])
+    return out
+
+
+def pick_rows(held_tput: list) -> list[list[str]]:
+    """Each (pick, runner-up) pair measured: which the estimator now predicts faster, and what that choice cost
+    against the faster measured one (the target: no more than REGRET_TOL)."""
+    by_key = {r.key: (r, e) for r, e, _ in held_tput}
+    out = []
+    for pick, runner_up in PICK_PAIRS:
+        if pick.key not in by_key or runner_up.key not in by_key:
+            continue
+        (a, ea), (b, eb) = by_key[pick.key], by_key[runner_up.key]
+        chosen, other = (a, b) if ea.tokens_per_s_per_gpu >= eb.tokens_per_s_per_gpu else (b, a)
+        loss = 100.0 * (1 - chosen.tps / max(chosen.tps, other.tps))
+        verdict = "met" if loss <= REGRET_TOL else "missed"
+        out.append([a.label, f"{a.tps:.0f}", b.label, f"{b.tps:.0f}", chosen.label, f"{loss:.1f}% ({verdict})"])
+    return out
+
+
+def section(held_mem: list, held_tput: list, table) -> list[str]:
+    """The markdown lines (none without family rows); `table` is report.py's table writer."""
+    if not any(m[0].model != ANCHOR_MODEL for m in held_mem) and not any(t[0].model != ANCHOR_MODEL for t in held_tput):
+        return []
+    md = ["", "## Families beyond Mistral (issue 26: held out)", ""]
+    md += table(
+        ["metric", "target", "families: mean abs error", "Mistral validation rows"], mae_rows(held_mem, held_tput)
+    )
+    pairs = pick_rows(held_tput)
+    if pairs:
+        md += ["", f"The estimator's pick of each pair (bench/families.py PICK_PAIRS) against the faster measured one "
+               f"(target: it loses at most {REGRET_TOL:.0f}%):", ""]  # fmt: skip
+        md += table(["pick", "tokens/s", "runner-up", "tokens/s", "estimator picks", "its loss"], pairs)
+    return md

@@ -1,0 +1,68 @@
+"""Mixture-of-experts memory (issue 26): what an MoE layer's experts, router and dispatch keep for backward, per token.
+
+From transformers 5.24's integrations/moe.py `grouped_mm_experts_forward` (the default experts implementation; the
+H200 runs 5.17) and the Mixtral router (models/mixtral/modeling_mixtral.py 96-111), per token and MoE layer, K = top-k
+routed experts, F = the expert's intermediate size, e = bytes of the experts' activations:
+- gate/up grouped GEMM output [K, 2F], one storage kept (as its two chunks) by the activation and the gating
+  product: 2F e; the activation's output, kept by the product: F e;
+- the down grouped GEMM's output [K, h], kept by the routing-weight multiply (the weights come from the router,
+  which depends on the hidden state, so they need a gradient even with frozen experts): h e;
+- trained experts only: the gathered tokens [K, h] and the gating product [K, F], the two grouped GEMMs' inputs,
+  kept for the weight gradients (autograd keeps a matmul's input only for its weight's gradient; frozen experts under
+  LoRA / QLoRA keep neither): h e + F e;
+- the router and the dispatch: fp32 softmax probabilities (4 per expert), top-k values (4 K) and the int64 sort
+  permutation, its gather index and inverse (3 x 8 K): ROUTING_BYTES.
+e is 2 for the bf16 grouped GEMMs (bf16 weights, or train.py's per-forward bf16 cast of fp32 experts:
+training/moe.py). Under QLoRA, train.py's per-expert NF4 layers (bitsandbytes Linear4bit) return their input's dtype,
+and QLoRA's residual stream is fp32 (peft casts the embeddings), so e = 4 there; that loop sums the experts with
+`index_add_`, whose backward keeps its source (the weighted down output, `expand_as(source)` in torch's
+derivatives): h e more per routed copy. Counted on CPU: tests/test_estimate_moe_saved.py.
+Liger's fused experts kernel never runs (train.py leaves it out on MoE, generator/catalog/liger.py): the experts'
+terms are the same with and without --liger.
+Backward: the gradients of one layer's expert intermediates [K tokens, 2F and F] are alive at once:
+BACKWARD_TRANSIENT_F_BYTES x F x K per token, beside the dense layers' F-wide transient.
+"""
+
+from __future__ import annotations
+
+from generator.model.types import ModelSpec
+
+ROUTING_BYTES_PER_EXPERT = 4.0
+"""fp32 router probabilities kept by the softmax (and the top-k that reads them), per expert per token."""
+ROUTING_BYTES_PER_ROUTE = 4.0 + 3 * 8.0
+"""Per routed copy: the fp32 top-k value, and the int64 sort permutation, gather index and inverse permutation."""
+
+
+def is_moe(model: ModelSpec) -> bool:
+    return model.num_experts > 0
+
+
+def expert_params(model: ModelSpec) -> int:
+    """Parameters in all experts of all layers (gate, up and down per expert; no biases in the llama-family MoEs)."""
+    return model.num_layers * model.num_experts * 3 * model.hidden_size * model.intermediate_size
+
+
+def mlp_element_bytes(method: str) -> int:
+    """Bytes per element of the MLP's (or experts') intermediates: 4 under QLoRA, where bitsandbytes' Linear4bit
+    returns its input's dtype and the input is QLoRA's fp32 residual stream (peft casts the norms' weights to fp32),
+    so gate, up and the activation between them are fp32 (a dense layer too: tests/test_estimate_lora_saved.py);
+    else 2 (bf16 under autocast, or a bf16 model)."""
+    return 4 if method == "qlora" else 2
+
+
+def moe_saved_bytes_per_token(model: ModelSpec, method: str) -> float:
+    """Bytes one MoE layer's experts, router and dispatch keep for backward, per token (module docstring)."""
+    h, f, k = model.hidden_size, model.intermediate_size, model.experts_per_token
+    e = mlp_element_bytes(method)
+    kept = 2 * f + f + h  # gate/up output, activation output, down output
+    if method == "full":
+        kept += h + f  # the grouped GEMMs' inputs, for the experts' weight gradients
+    if method == "qlora":
+        kept += h  # the per-expert loop's index_add_ source (training/moe.py Nf4Experts)
+    routing = ROUTING_BYTES_PER_EXPERT * model.num_experts + ROUTING_BYTES_PER_ROUTE * k
+    return float(k * kept * e + routing)
+
+
+def backward_transient_routes(model: ModelSpec) -> int:
+    """How many F-wide intermediates per token one layer's backward holds at once: K for an MoE, 1 for a dense MLP."""
+    return max(model.experts_per_token, 1) if is_moe(model) else 1
