@@ -24,21 +24,8 @@ from generator.topology.machines import load_machine
 
 ROOT = Path(__file__).resolve().parents[1]
 # Kernels pinned: these tests are about the trial's mechanics, not the kernel choice (tests/test_plan_kernels.py).
-TINY_PLAN = [
-    "--machine",
-    "h200-sxm-2",
-    "--num-gpus",
-    "1",
-    "--strategy",
-    "ddp",
-    "--grad-checkpointing",
-    "off",
-    "--attention",
-    "sdpa",
-    "--no-liger",
-    "--precision",
-    "bf16",
-]  # fmt: skip  (a CPU trial runs no float8)
+TINY_PLAN = ["--machine", "h200-sxm-2", "--num-gpus", "1", "--strategy", "ddp", "--grad-checkpointing", "off",
+             "--attention", "sdpa", "--no-liger"]  # fmt: skip
 SDPA = {"attention": "sdpa", "liger": False}
 FAKE_LAUNCHER = textwrap.dedent(
     """
