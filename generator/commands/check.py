@@ -90,6 +90,8 @@ def _workloads(args, header):
 
 def _given(args) -> dict:
     """The workload fields set by flags, as Workload field names."""
+    from generator.ui.request import lora_targets_flag
+
     ckpt = None if args.grad_checkpointing is None else args.grad_checkpointing == "on"
     given = {
         "seq_len": args.seq_len,
@@ -97,20 +99,9 @@ def _given(args) -> dict:
         "method": args.method,
         "grad_checkpointing": ckpt,
         "precision": getattr(args, "precision", None),
-        "lora_targets": _targets(getattr(args, "lora_targets", None)),
+        "lora_targets": lora_targets_flag(getattr(args, "lora_targets", None)),
     }
     return {k: v for k, v in given.items() if v is not None}
-
-
-def _targets(text: str | None):
-    from generator.estimate.scripts import parse_lora_targets
-
-    if not text:
-        return None
-    try:
-        return parse_lora_targets(text)
-    except ValueError as exc:
-        raise UserError(str(exc)) from None
 
 
 def assumed_line(ctx, args) -> str:

@@ -84,13 +84,9 @@ def _env_info(device: str, backend: str) -> dict:
     if device == "cuda":
         with contextlib.suppress(Exception):  # torch built without NCCL
             env["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
-        try:
-            import pynvml
+        from generator.topology.nvml import driver_version
 
-            pynvml.nvmlInit()
-            env["driver"] = pynvml.nvmlSystemGetDriverVersion()
-        except Exception:  # no NVML: the driver version is simply not recorded
-            pass
+        env["driver"] = driver_version()
     return env
 
 

@@ -127,6 +127,13 @@ class Gemm:
         return 2.0 * self.m * self.k * self.n * self.calls
 
 
+def linear_shapes(tokens: int, k_in: int, n_out: int, trained: bool = True) -> list[tuple[int, int, int, str]]:
+    """(m, k, n, op) of one Linear's GEMMs over `tokens` rows: forward x @ W^T, the input gradient dY @ W and, when
+    its weight trains, the weight gradient dY^T @ X (what `probe --compute` times in each layout)."""
+    shapes = [(tokens, k_in, n_out, "fwd"), (tokens, n_out, k_in, "dgrad")]
+    return shapes + ([(n_out, tokens, k_in, "wgrad")] if trained else [])
+
+
 def gemms(model: ModelSpec, workload: Workload) -> list[Gemm]:
     """Every dense GEMM of one micro-step (tokens = micro-batch x sequence), forward and backward."""
     tokens = workload.seq_len * workload.micro_batch
@@ -134,10 +141,8 @@ def gemms(model: ModelSpec, workload: Workload) -> list[Gemm]:
     out: list[Gemm] = []
     for lin in linears(model, workload):
         dtype = "fp8" if fp8 and lin.fp8 else "bf16"
-        out.append(Gemm(tokens, lin.k_in, lin.n_out, "fwd", dtype, lin.count, "forward"))
-        out.append(Gemm(tokens, lin.n_out, lin.k_in, "dgrad", dtype, lin.count, "backward"))
-        if lin.trained:
-            out.append(Gemm(lin.n_out, tokens, lin.k_in, "wgrad", dtype, lin.count, "backward"))
+        for m, k, n, op in linear_shapes(tokens, lin.k_in, lin.n_out, lin.trained):
+            out.append(Gemm(m, k, n, op, dtype, lin.count, "forward" if op == "fwd" else "backward"))
     return out
 
 

@@ -23,6 +23,7 @@ from datetime import datetime, timezone
 
 from generator.model.types import ModelSpec
 from generator.probe import compute_grid as grid
+from generator.topology.nvml import driver_version
 
 VERSION = 1
 
@@ -77,13 +78,7 @@ def env_info(device: str) -> dict:
     except Exception:  # torchao not installed: fp8 rows still measure torch._scaled_mm
         pass
     if device == "cuda":
-        try:
-            import pynvml
-
-            pynvml.nvmlInit()
-            env["driver"] = pynvml.nvmlSystemGetDriverVersion()
-        except Exception:  # no NVML: the driver version is simply not recorded
-            pass
+        env["driver"] = driver_version()
     return env
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from generator.estimate.operators import linear_shapes
 from generator.model.types import ModelSpec
 
 CUDA_TOKENS = (8192, 4096, 32768, 2048, 16384)
@@ -49,7 +50,7 @@ class Gemm:
 
 def linear_gemms(tokens: int, k_in: int, n_out: int) -> list[Gemm]:
     """The three GEMMs of one Linear (K in -> N out) over `tokens` rows."""
-    return [Gemm(tokens, k_in, n_out, "fwd"), Gemm(tokens, n_out, k_in, "dgrad"), Gemm(n_out, tokens, k_in, "wgrad")]
+    return [Gemm(*shape) for shape in linear_shapes(tokens, k_in, n_out)]
 
 
 def model_widths(model: ModelSpec) -> list[tuple[int, int]]:

@@ -173,3 +173,14 @@ def _read(nvml: Any) -> NvmlReading:
     if not reading.gaps:
         reading.raw = RawMatrix(tuple(range(count)), codes, dict(reading.numa), dict(reading.cpu_affinity))
     return reading
+
+
+def driver_version() -> str | None:
+    """The NVIDIA driver's version as NVML reports it, or None without NVML (results files record it)."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        return _text(pynvml.nvmlSystemGetDriverVersion())
+    except Exception:  # no NVML or no driver: the version is simply not recorded
+        return None

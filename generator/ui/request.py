@@ -28,7 +28,7 @@ def request_from_args(args: argparse.Namespace) -> PlanRequest:
         load_dtype=args.load_dtype or "auto",
         optimizer=args.optimizer,
         lora_r=args.lora_r,
-        lora_targets=_lora_targets(args),
+        lora_targets=lora_targets_flag(getattr(args, "lora_targets", None)),
         # --- kernels (issue 17) ---
         liger=args.liger,
         attention=args.attention,
@@ -47,9 +47,8 @@ def request_from_args(args: argparse.Namespace) -> PlanRequest:
     )
 
 
-def _lora_targets(args: argparse.Namespace) -> tuple[str, ...] | None:
+def lora_targets_flag(text: str | None) -> tuple[str, ...] | None:
     """--lora-targets parsed (None: the script's default); a bad list is one line."""
-    text = getattr(args, "lora_targets", None)
     if not text:
         return None
     try:

@@ -96,16 +96,9 @@ QUESTIONS: tuple[QuestionSpec, ...] = (
     QuestionSpec(
         "script_path",
         "text",
-        "Path of your script (empty: TRL's own trl.scripts.sft):",
+        lambda a: SCRIPT_PATH_PROMPT[a["script"]],
         default="",
-        when=lambda a: a["script"] == "trainer",
-    ),
-    QuestionSpec(
-        "script_path",
-        "text",
-        "Path of your training loop script (empty: a placeholder name in the launch line):",
-        default="",
-        when=lambda a: a["script"] == "custom",
+        when=lambda a: a["script"] in SCRIPT_PATH_PROMPT,
     ),
     QuestionSpec(
         "lora_targets",
@@ -190,6 +183,12 @@ QUESTIONS: tuple[QuestionSpec, ...] = (
         ),
     ),  # fmt: skip
 )
+
+
+SCRIPT_PATH_PROMPT = {
+    "trainer": "Path of your script (empty: TRL's own trl.scripts.sft):",
+    "custom": "Path of your training loop script (empty: a placeholder name in the launch line):",
+}
 
 
 def kernel_choices(script: str) -> list[tuple[str, str]]:

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 Answers = dict[str, Any]
@@ -16,7 +16,8 @@ class QuestionSpec:
     """Where the answer goes in the answers dict."""
     kind: str
     """select | checkbox | autocomplete | text | confirm."""
-    message: str
+    message: str | Callable[[Answers], str]
+    """The question, or a callable of the answers so far (one question worded per earlier answer)."""
     choices: Callable[[Answers], Sequence[Any]] | None = None
     """For select and checkbox: (title, value) pairs; for autocomplete: strings offered while typing."""
     default: Any = None
@@ -35,6 +36,8 @@ def ask(spec: QuestionSpec, answers: Answers) -> Any:
     import questionary
 
     default = spec.default(answers) if callable(spec.default) else spec.default
+    message = spec.message(answers) if callable(spec.message) else spec.message
+    spec = replace(spec, message=message)
     if spec.kind == "select":
         choices = [questionary.Choice(title, value=value) for title, value in spec.choices(answers)]
         values = [c.value for c in choices]
