@@ -55,7 +55,9 @@ def env() -> dict:
 def plan(tmp: Path, name: str, *args: str) -> tuple[Path, list[str]]:
     """Run `python -m generator plan` in-process; return the config path and the launch command's words."""
     config = tmp / f"{name}.yaml"
-    argv = ["plan", "--model", str(tmp / "tiny"), "--machine", "h200-sxm-2", "--num-gpus", "1", "--strategy", "ddp"]
+    # bf16: the processes run on CPU, where train.py refuses float8 (auto may pick it for the H200 it plans for)
+    argv = ["plan", "--model", str(tmp / "tiny"), "--machine", "h200-sxm-2", "--num-gpus", "1", "--strategy", "ddp",
+            "--precision", "bf16"]  # fmt: skip
     argv += ["--seq-len", "64", "--micro-batch", "2", "--global-batch", "8", *args, "--output", str(config), "--json"]
     out = io.StringIO()
     with contextlib.redirect_stdout(out):

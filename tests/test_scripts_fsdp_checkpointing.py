@@ -1,5 +1,5 @@
-"""sft.py under an FSDP config that checkpoints: Trainer refuses its own checkpointing on top (the exit 2 of the first
-FSDP2 run on one H200), so sft.py must leave it to FSDP."""
+"""The bench's SFTTrainer script (bench/scripts/trl_sft.py) under an FSDP config that checkpoints: Trainer refuses its
+own checkpointing on top (the exit 2 of the first FSDP2 run on one H200), so the script must leave it to FSDP."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-SFT = Path(__file__).resolve().parents[1] / "recipes" / "trl-sft" / "sft.py"
+SFT = Path(__file__).resolve().parents[1] / "bench" / "scripts" / "trl_sft.py"
 
 
 @pytest.fixture
