@@ -124,3 +124,20 @@ def test_trial_refuses_a_script_it_would_not_launch(tmp_path):
     )  # fmt: skip
     assert res.returncode == 2 and "Traceback" not in res.stderr and "--trial launches train.py" in res.stderr
     assert not (tmp_path / "t.yaml").exists()
+
+
+def test_a_plain_loop_that_declares_liger_is_priced_with_it():
+    """custom has no Liger switch the planner pulls, but --liger (your loop applies it) is priced as Liger's full
+    kernels (the fused loss frees the logits); TRL's Liger keeps TRL's loss and is credited nothing."""
+    from generator.estimate import Placement, Workload, estimate
+    from generator.model import load_model
+
+    m, p = load_model("mistral-7b"), Placement(1, "NVIDIA H200", 150.75, 0.0)
+    peak = {}
+    for script in ("custom", "trainer"):
+        for liger in (False, True):
+            w = Workload(method="lora", seq_len=4096, grad_checkpointing=False, load_dtype="bf16", script=script,
+                         liger=liger)  # fmt: skip
+            peak[script, liger] = estimate(m, w, p, "ddp").peak_gb
+    assert peak["custom", True] < peak["custom", False]
+    assert peak["trainer", True] == peak["trainer", False]

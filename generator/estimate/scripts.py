@@ -58,7 +58,8 @@ class ScriptFacts:
     """What turning Liger on means there. full: RMSNorm/SwiGLU/RoPE kernels and the fused linear cross-entropy
     (train.py; `_apply_liger_kernel_to_instance`'s default, what a plain loop calling it gets). kernels: the
     Trainer's `use_liger_kernel` with TRL's own loss kept (SFTTrainer passes fused_linear_cross_entropy=False,
-    sft_trainer.py 1125-1140), so the logits saving does not happen. none: no switch for it."""
+    sft_trainer.py 1125-1140), so the logits saving does not happen. none: no switch the planner can pull; a plain
+    loop that declares it applies Liger (`--liger`) is taken to call `_apply_liger_kernel_to_instance` (full)."""
     fp8: bool
     """A float8 training path the planner may pick: train.py's torchao conversion only. The Trainer's bf16=True
     overrides the config's mixed_precision (training_args.py 1612-1618), so an fp8 YAML does not reach it."""
@@ -149,7 +150,8 @@ def liger_modelled(workload) -> bool:
     `_apply_liger_kernel_to_instance` get all of them. The Trainer's `use_liger_kernel` keeps TRL's own chunked loss,
     and with it the one measured TRL row (LoRA, bf16, no checkpointing, on one H200) peaked where the no-Liger
     prediction did and ran below even the no-Liger speed: nothing is credited there until rows say otherwise."""
-    return bool(workload.liger) and script_facts(workload.script).liger == "full"
+    # "none": the planner never turns it on, but a loop that says it applies Liger (--liger) gets the full kernels
+    return bool(workload.liger) and script_facts(workload.script).liger != "kernels"
 
 
 def with_script_levers(workload, script: str):
