@@ -249,7 +249,7 @@ def choose(
     if row.total_tps < (1 + MIN_GAIN) * plain_best.total_tps:
         return None, (
             f"tensor/context parallel not taken: the best layout, {lay.label}, is {tps} against "
-            f"{p.tokens_per_s_per_gpu:,.0f} for {p.strategy}, less than {MIN_GAIN:.0%} faster"
+            f"{p.tokens_per_s_per_gpu:,.0f} for {p.strategy}: a layout is taken only when {MIN_GAIN:.0%} faster or more"
         )
     gain = row.total_tps / plain_best.total_tps - 1
     return best, (
