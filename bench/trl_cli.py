@@ -18,7 +18,6 @@ Documents: `fill` one synthetic text per bin (each longer than the sequence: TRL
 from __future__ import annotations
 
 import argparse
-import fnmatch
 import json
 import os
 import shlex
@@ -34,7 +33,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from bench.harness import SAFE_ENV, model_dir, save, versions  # noqa: E402
-from bench.sweep import summarise  # noqa: E402
+from bench.sweep import select, summarise  # noqa: E402
 from generator.estimate.scripts import ALL_LINEAR, QV, script_facts  # noqa: E402
 from generator.trial.metrics import looks_oom  # noqa: E402
 
@@ -232,8 +231,7 @@ def main() -> int:
     ap.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "bench-trl")
     ap.add_argument("--list", action="store_true")
     args = ap.parse_args()
-    cells = [c for pat in args.only.split(",") for c in CELLS if fnmatch.fnmatchcase(c.key, pat)]
-    cells = list(dict.fromkeys(cells))
+    cells = select(CELLS, args.only.split(","))
     if args.list:
         print("\n".join(c.key for c in cells))
         return 0

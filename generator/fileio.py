@@ -85,3 +85,14 @@ def atomic_write(path: str | os.PathLike, text: str, force: bool = False, mode: 
     finally:
         os.close(dir_fd)
     return p
+
+
+def read_json(path: str, what: str, max_bytes: int = MAX_INPUT_BYTES):
+    """A user-supplied JSON file, parsed (read_text's checks, then one line naming the JSON error)."""
+    import json
+
+    text = read_text(path, what, max_bytes=max_bytes)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{what} {path!r} is not valid JSON ({exc.msg} at line {exc.lineno})") from None

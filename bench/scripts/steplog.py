@@ -119,6 +119,26 @@ def _adam_impl(optimizer) -> str | None:
     return "foreach" if foreach else "for-loop"
 
 
+def trainer_facts(trainer, targs) -> dict:
+    """What a transformers Trainer (TRL's SFTTrainer) really runs with, read off the live objects once it has
+    prepared the model and optimizer (the first on_step_begin): both Trainer-side step logs start with these."""
+    return dict(
+        world_size=targs.world_size,
+        grad_accum=targs.gradient_accumulation_steps,
+        micro_batch=targs.per_device_train_batch_size,
+        distributed_type=str(trainer.accelerator.distributed_type),
+        mixed_precision=trainer.accelerator.mixed_precision,
+        grad_checkpointing=bool(targs.gradient_checkpointing),
+        padding_free=getattr(trainer, "padding_free", None),
+        attn_implementation=getattr(trainer.model.config, "_attn_implementation", None),
+        liger=bool(getattr(targs, "use_liger_kernel", False)),
+        optim=str(targs.optim),
+        ddp=ddp_settings(trainer.model_wrapped),
+        **optimizer_settings(trainer.optimizer),
+        **param_dtypes(trainer.model_wrapped),
+    )
+
+
 def param_dtypes(model) -> dict:
     """Trainable and frozen parameter dtypes after prepare (e.g. FSDP2 under bf16 upcasts trainable ones to fp32)."""
     trainable, frozen = set(), set()

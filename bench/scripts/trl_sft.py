@@ -79,21 +79,11 @@ def step_logger(args, ga: int, flops: float | None):
         def on_step_begin(self, targs, state, control, **kw):
             if not self.started:  # the first point where the model and optimizer are prepared
                 self.started = True
-                t = self.trainer
                 self.log.start(
                     script="trainer",
-                    world_size=targs.world_size,
-                    grad_accum=targs.gradient_accumulation_steps,
-                    distributed_type=str(t.accelerator.distributed_type),
-                    mixed_precision=t.accelerator.mixed_precision,
                     load_dtype=args.load_dtype,
                     method=args.method,
-                    grad_checkpointing=bool(targs.gradient_checkpointing),
-                    padding_free=t.padding_free,
-                    optim=str(targs.optim),
-                    ddp=steplog.ddp_settings(t.model_wrapped),
-                    **steplog.optimizer_settings(t.optimizer),
-                    **steplog.param_dtypes(t.model_wrapped),
+                    **steplog.trainer_facts(self.trainer, targs),
                 )
             steplog.sync()
             self.t0 = time.perf_counter()

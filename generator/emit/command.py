@@ -5,6 +5,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Mapping, Sequence
 
+from generator.emit.script_cli import custom_words, trainer_words
 from generator.estimate.scripts import ALL_LINEAR, lora_modules
 from generator.estimate.types import DEFAULT_LOAD_DTYPE
 from generator.model.presets import PRESET_HUB_IDS
@@ -74,8 +75,6 @@ def launch_command(
     """`CUDA_DEVICE_ORDER=PCI_BUS_ID [env] accelerate launch --config_file <path> [flags] <script> <args>`: train.py
     with `script_args`, TRL's own SFT script with its CLI flags (`script_args` then replace its data flags), or the
     user's loop (emit.script_cli)."""
-    from generator.emit.script_cli import custom_words, trainer_words
-
     prefix = ["CUDA_DEVICE_ORDER=PCI_BUS_ID"] + [f"{k}={shlex.quote(v)}" for k, v in sorted((env or {}).items())]
     script = {
         "train.py": lambda: [TRAIN_SCRIPT, *script_args],

@@ -56,7 +56,7 @@ def _bandwidth(placement: Placement) -> float:
 GATHER_SCATTER_EFFICIENCY = 0.82
 
 
-def _time(bus_bytes: float, gbps: float, gather_scatter: bool = True) -> float:
+def collective_seconds(bus_bytes: float, gbps: float, gather_scatter: bool = True) -> float:
     """Seconds for `bus_bytes` of all-gather/reduce-scatter traffic (or all-reduce with gather_scatter=False)."""
     if bus_bytes <= 0:
         return 0.0
@@ -80,14 +80,14 @@ def communication(model: ModelSpec, workload: Workload, placement: Placement, st
     if s.framework == "ddp":
         grad_bytes = load_bytes(workload) if workload.method == "full" else 4
         b = p * grad_bytes * 2 * ring
-        t = _time(b, bw, gather_scatter=False)
+        t = collective_seconds(b, bw, gather_scatter=False)
         return Comm(b, t, t)
     if s.framework == "fsdp":
         gathers = s.gathers_per_micro_step
         if s.hybrid:
             return _hsdp(p, gathered, k, placement, gathers, shard_count(strategy, placement))
         ag, rs = gathers * k * _gather_bytes(model, workload, gathered) * ring, 2 * p * ring
-        return Comm(ag + rs, _time(ag + rs, bw), _time(ag + rs, bw))
+        return Comm(ag + rs, collective_seconds(ag + rs, bw), collective_seconds(ag + rs, bw))
     if s.framework == "deepspeed":
         stage = s.zero_stage
         reduces = 1 if stage == 1 else k
@@ -95,7 +95,7 @@ def communication(model: ModelSpec, workload: Workload, placement: Placement, st
         ag = (2 * k * 2 * gathered if stage == 3 else 2 * p) * ring
         overlapped = rs + ag if stage == 3 else 0.0  # overlap_comm defaults to True only for stage 3
         host, host_s = _offload_host(p, k, n, s, placement)
-        return Comm(rs + ag, _time(rs + ag, bw), _time(overlapped, bw), host, host_s)
+        return Comm(rs + ag, collective_seconds(rs + ag, bw), collective_seconds(overlapped, bw), host, host_s)
     raise ValueError(f"unknown strategy {strategy}")
 
 
@@ -114,8 +114,8 @@ def _hsdp(p: float, gathered: float, k: int, placement: Placement, gathers: int,
     across = (2 * p / m) * 2 * _ring(replicas)
     inner_bw = placement.shard_busbw_gbps or placement.busbw_gbps
     across_bw = _bandwidth(placement)
-    t = _time(inner, inner_bw) + _time(across, across_bw, gather_scatter=False)
-    return Comm(inner + across, t, _time(inner, inner_bw))
+    t = collective_seconds(inner, inner_bw) + collective_seconds(across, across_bw, gather_scatter=False)
+    return Comm(inner + across, t, collective_seconds(inner, inner_bw))
 
 
 def _offload_host(p: float, k: int, n: int, s: catalog.Strategy, placement: Placement) -> tuple[float, float]:

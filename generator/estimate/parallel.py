@@ -28,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from generator.estimate.attention import attention_flops_per_token, documents, kernel_path
-from generator.estimate.comm import GATHER_SCATTER_EFFICIENCY
+from generator.estimate.comm import collective_seconds
 from generator.estimate.compute_source import table_for
 from generator.estimate.compute_table import ComputeTable, attention_tflops
 from generator.estimate.core import estimate
@@ -157,14 +157,6 @@ def ulysses_bus_bytes(model: ModelSpec, workload: Workload, sp: int) -> float:
     return workload.grad_accum * model.num_layers * per_pass * (_forward_passes(workload) + 1)
 
 
-def _seconds(bus_bytes: float, gbps: float, gather_scatter: bool) -> float:
-    if bus_bytes <= 0:
-        return 0.0
-    if gbps <= 0:
-        return float("inf")
-    return bus_bytes / (gbps * 1e9 * (GATHER_SCATTER_EFFICIENCY if gather_scatter else 1.0))
-
-
 def _attention_share_s(model: ModelSpec, workload: Workload, local: Workload, table: ComputeTable) -> float:
     """Attention seconds the chunked estimate leaves out: each rank's s/cp queries attend over the whole sequence.
     Priced at the rate table's attention rates for the whole sequence's length (estimate.compute_time)."""
@@ -199,8 +191,8 @@ def estimate_layout(
     breakdown = {**base.breakdown, **({"cp_kv_buffers": buffers} if buffers else {})}
     peak, reserved = base.peak_gb + buffers, base.reserved_gb + buffers
     tp_b, cp_b = tp_bus_bytes(model, workload, layout), cp_bus_bytes(shard, workload, layout)
-    tp_s = _seconds(tp_b, layout.tp_busbw_gbps, gather_scatter=False)
-    cp_s = _seconds(cp_b, layout.cp_busbw_gbps, gather_scatter=True)
+    tp_s = collective_seconds(tp_b, layout.tp_busbw_gbps, gather_scatter=False)
+    cp_s = collective_seconds(cp_b, layout.cp_busbw_gbps, gather_scatter=True)
     rates = gpu_rates(placement.gpu_name)
     peak_flops = rates.dense_bf16_tflops * 1e12
     table = table_for(placement.gpu_name, placement.compute)

@@ -12,7 +12,7 @@ import json
 import math
 
 from generator.errors import UserError
-from generator.fileio import atomic_write, read_text
+from generator.fileio import atomic_write, read_json
 from generator.probe.collectives import format_size
 
 VERSION = 1
@@ -38,11 +38,7 @@ def write_bandwidth_file(path: str, doc: dict, force: bool = False) -> str:
 
 def load_bandwidth_document(path: str) -> dict:
     """The whole validated document."""
-    text = read_text(path, "bandwidth file", max_bytes=4 * 1024 * 1024)
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise UserError(f"bandwidth file {path!r} is not valid JSON ({exc.msg} at line {exc.lineno})") from None
+    doc = read_json(path, "bandwidth file", max_bytes=4 * 1024 * 1024)
     # "version" may be left out of a hand-written {"subsets": {"0,1": 365.2}}; a different version is refused.
     if not isinstance(doc, dict) or doc.get("version", VERSION) != VERSION or not isinstance(doc.get("subsets"), dict):
         raise UserError(

@@ -41,24 +41,7 @@ if os.environ.get("BENCH_STEPLOG"):
             def on_step_begin(self, targs, state, control, **kw):
                 if not self.started:
                     self.started = True
-                    t = self.trainer
-                    self.log.start(
-                        script="trainer-cli",
-                        argv=sys.argv,
-                        world_size=targs.world_size,
-                        grad_accum=targs.gradient_accumulation_steps,
-                        micro_batch=targs.per_device_train_batch_size,
-                        distributed_type=str(t.accelerator.distributed_type),
-                        mixed_precision=t.accelerator.mixed_precision,
-                        grad_checkpointing=bool(targs.gradient_checkpointing),
-                        padding_free=getattr(t, "padding_free", None),
-                        attn_implementation=getattr(t.model.config, "_attn_implementation", None),
-                        liger=bool(getattr(targs, "use_liger_kernel", False)),
-                        optim=str(targs.optim),
-                        ddp=steplog.ddp_settings(t.model_wrapped),
-                        **steplog.optimizer_settings(t.optimizer),
-                        **steplog.param_dtypes(t.model_wrapped),
-                    )
+                    self.log.start(script="trainer-cli", argv=sys.argv, **steplog.trainer_facts(self.trainer, targs))
                 steplog.sync()
                 self.tokens_before = self._tokens()
                 self.t0 = time.perf_counter()
