@@ -40,7 +40,7 @@ LIGER: dict[str, LigerFit] = {
         DENSE_KERNELS,
         "Mistral's measured kernels",
         "liger_kernel 0.8.5 apply_liger_kernel_to_llama patches the same LigerRMSNorm, liger_rotary_pos_emb, "
-        "LigerSwiGLUMLP and fused linear cross-entropy as Mistral's; the issue-26 family cells (bench/families.py) "
+        "LigerSwiGLUMLP and fused linear cross-entropy as Mistral's; the family cells (bench/families.py) "
         "run it on Llama-3-8B and Llama-2-13B",
     ),
     "qwen2": LigerFit(
@@ -48,13 +48,14 @@ LIGER: dict[str, LigerFit] = {
         DENSE_KERNELS,
         "Mistral's measured kernels",
         "apply_liger_kernel_to_qwen2 patches the same four kernels (the attention biases are not Liger's); the "
-        "issue-26 family cells run it on Qwen2.5-7B",
+        "family cells (bench/families.py) run it on Qwen2.5-7B",
     ),
     "mixtral": LigerFit(
         EXCLUDED,
         "RMSNorm, RoPE and the fused linear cross-entropy; never its fused experts kernel",
-        "its fused experts kernel stalled the first step over 5 minutes (issue 26) and the rest is unmeasured here",
-        "issue 26: with Liger's fused experts kernel (LigerExperts, liger_kernel/ops/fused_moe.py, which "
+        "its fused experts kernel stalled the first step over 5 minutes on one H200 and the rest is unmeasured here",
+        "seen on one H200 (2026-12-01, not yet a results file; bench/families.py has the cells): with Liger's "
+        "fused experts kernel (LigerExperts, liger_kernel/ops/fused_moe.py, which "
         "apply_liger_kernel_to_mixtral swaps in for transformers 5's experts) the first step of Mixtral cut to 8 "
         "layers had not finished after 5 minutes, against 0.6 s a step without Liger. Its Triton GEMM kernels "
         "autotune over 32 configurations each and its weight-gradient kernels over 16 (fused_moe_kernels.py 315-345), "
