@@ -302,14 +302,14 @@ def load_rows(files: dict[str, dict]) -> list[Row]:
             rows += _trial_rows(name, data)
         elif "step_times" in data:
             rows += _step_rows(name, machine, data["step_times"]["rows"])
-        elif data.get("rows") and "forward_gb" in data["rows"][0]:
+        elif isinstance(data.get("rows"), list) and data["rows"] and "forward_gb" in data["rows"][0]:
             for r in data["rows"]:
                 peak = max(r["forward_gb"], r["backward_gb"])
                 # tests/test_estimate_gpu.py prepares with plain Accelerate: DDP's gradient_as_bucket_view is off.
                 rows.append(
                     _plain_row(name, machine, r, alloc_gb=peak, reserved_gb=r["reserved_gb"], bucket_view=False)
                 )
-        elif data.get("rows") and "step_s" in data["rows"][0]:
+        elif isinstance(data.get("rows"), list) and data["rows"] and "step_s" in data["rows"][0]:
             rows += _step_rows(name, machine, data["rows"])
     return rows
 
