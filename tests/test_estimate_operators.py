@@ -156,24 +156,25 @@ def test_mfu_counts_executed_flops_not_6n():
 
 
 def test_the_host_floor_slows_small_steps_only():
-    """A table whose host rows say issuing a layer takes 5 ms: a 2,048-token step waits on the host, a 32k-token step
-    does not (the GPU work per layer is longer than the host's)."""
-    doc = _doc()
+    """Against the same table without host rows, host rows saying a layer takes 10 ms to issue: a 2,048-token step
+    waits on the host, a 32k-token step does not (the GPU work per layer is longer than the host's)."""
+    doc, no_host = _doc(), _doc()
+    no_host["host"] = []
     doc["host"] = [
         {
             "variant": v,
             "compiled": False,
             "layers": 8,
             "tokens": 64,
-            "fwd_ms_per_layer": 2.0,
-            "fwdbwd_ms_per_layer": 5.0,
+            "fwd_ms_per_layer": 4.0,
+            "fwdbwd_ms_per_layer": 10.0,
         }
         for v in ("full", "lora")
     ]
     slow_host = from_document(doc, "synthetic host rows")
     small, big = Workload(method="lora", seq_len=2048, grad_checkpointing=False), Workload(method="lora", seq_len=32768)
     for w, slower in ((small, True), (big, False)):
-        base = estimate(MISTRAL, w, replace(ONE, compute=from_document(_doc(), "shipped")), "ddp").step_s
+        base = estimate(MISTRAL, w, replace(ONE, compute=from_document(no_host, "no host rows")), "ddp").step_s
         with_host = estimate(MISTRAL, w, replace(ONE, compute=slow_host), "ddp").step_s
         assert (with_host > 1.05 * base) is slower
         assert with_host >= base
@@ -185,3 +186,21 @@ def test_a_compute_file_from_another_gpu_says_so():
     table = from_document(other, "a100.json")
     e = estimate(MISTRAL, Workload(), replace(ONE, compute=table), "ddp")
     assert any(n.startswith("speed: ") and "not on 'NVIDIA H200'" in n for n in e.notes)
+
+
+def test_flex_at_a_document_length_never_probed_takes_the_flash_rows():
+    """The probe's flex rows at 1,024-token documents price packed short documents; one document per 16k row is
+    priced from the causal flash rows instead, and from flex's own rows again once a row at that length exists."""
+    from generator.estimate.compute_table import attention_tflops
+
+    doc = _doc()
+    doc["attention"] = [a for a in doc["attention"] if a["path"] != "flex" or a["doc"] == 1024]
+    short_only = from_document(doc, "flex at 1,024-token documents only")
+    flash = attention_tflops(short_only, "sdpa_causal", 16384, 32, 8)
+    assert attention_tflops(short_only, "flex", 16384, 32, 8, doc=16384) == flash
+    assert attention_tflops(short_only, "flex", 16384, 32, 8, doc=1024) != flash
+    long_row = dict(next(a for a in doc["attention"] if a["path"] == "flex"), doc=16384, seq=16384, mb=1)
+    long_row["fwd_ms"], long_row["fwdbwd_ms"] = 0.5 * long_row["fwd_ms"], 0.5 * long_row["fwdbwd_ms"]
+    doc["attention"].append(long_row)
+    with_long = from_document(doc, "and one at 16k")
+    assert attention_tflops(with_long, "flex", 16384, 32, 8, doc=16384) != flash

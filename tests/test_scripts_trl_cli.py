@@ -128,7 +128,9 @@ def test_trial_refuses_a_script_it_would_not_launch(tmp_path):
 
 def test_a_plain_loop_that_declares_liger_is_priced_with_it():
     """custom has no Liger switch the planner pulls, but --liger (your loop applies it) is priced as Liger's full
-    kernels (the fused loss frees the logits); TRL's Liger keeps TRL's loss and is credited nothing."""
+    kernels (the fused loss frees the logits); TRL's Liger is credited its kernels' smaller saved tensors and keeps
+    TRL's own loss, so it saves less (measured with TRL's CLI: 79.3 GB against 91.2 without, LoRA all-linear, bf16,
+    seq 4096, micro-batch 2, no checkpointing; bench/results/h200-x1-trl-cli-2026-12-01.json)."""
     from generator.estimate import Placement, Workload, estimate
     from generator.model import load_model
 
@@ -140,4 +142,6 @@ def test_a_plain_loop_that_declares_liger_is_priced_with_it():
                          liger=liger)  # fmt: skip
             peak[script, liger] = estimate(m, w, p, "ddp").peak_gb
     assert peak["custom", True] < peak["custom", False]
-    assert peak["trainer", True] == peak["trainer", False]
+    assert peak["trainer", True] < peak["trainer", False]
+    kernels_only = peak["trainer", False] - peak["trainer", True]
+    assert 0 < kernels_only < peak["custom", False] - peak["custom", True]

@@ -31,7 +31,7 @@ from generator.estimate.moe import (
     mlp_element_bytes,
     moe_saved_bytes_per_token,
 )
-from generator.estimate.scripts import liger_modelled, script_facts
+from generator.estimate.scripts import liger_kernels, liger_modelled, script_facts
 from generator.estimate.states import LORA_TARGETS, adapted_targets
 from generator.estimate.types import Workload
 from generator.model.types import ModelSpec
@@ -167,7 +167,7 @@ def activation_terms(model: ModelSpec, workload: Workload, strategy: str) -> dic
     """{phase: {term: bytes}} for activations, the loss and autocast weight copies (see states.PHASES)."""
     tokens = workload.seq_len * workload.micro_batch
     r = residual_bytes(workload, strategy)
-    liger = liger_modelled(workload)
+    liger, liger_loss = liger_kernels(workload), liger_modelled(workload)
     h, layers = model.hidden_size, model.num_layers
     path = kernel_path(model, workload)
     per_token = layer_saved_bytes_per_token(model, r, liger, path, workload.method)
@@ -178,8 +178,8 @@ def activation_terms(model: ModelSpec, workload: Workload, strategy: str) -> dic
         )  # fmt: skip
     per_layer = per_token * tokens
     kept = logits_kept_bytes(workload, strategy) * model.vocab_size * tokens
-    loss_fwd = 0.0 if liger else LOSS_FORWARD_BYTES * model.vocab_size * tokens
-    loss_bwd = 0.0 if liger else LOSS_BACKWARD_BYTES * model.vocab_size * tokens
+    loss_fwd = 0.0 if liger_loss else LOSS_FORWARD_BYTES * model.vocab_size * tokens
+    loss_bwd = 0.0 if liger_loss else LOSS_BACKWARD_BYTES * model.vocab_size * tokens
     if script_facts(workload.script).fused_lm_head:  # no logits kept: the loss's terms are the fused head's
         kept, (loss_fwd, loss_bwd) = 0.0, fused_head_bytes(model, workload)
     transient = BACKWARD_TRANSIENT_F_BYTES * model.intermediate_size * tokens * backward_transient_routes(model)

@@ -170,11 +170,26 @@ def attention_tflops(
     """(forward, backward) TFLOP/s on the forward's executed FLOPs of one attention call on `path`, by sequence,
     head layout and (flex) document length. eager reads dense SDPA's rates; flex without rows the flash path's."""
     path = {"eager": "sdpa_dense"}.get(path, path)
+    doc = min(doc or seq, seq)
+    if path == "flex" and not flex_measured_near(table, doc):
+        path = "sdpa_causal"  # one causal block per document: the flash path's tiles, at its measured rate
     rows = table.attention.get(path) or table.attention.get("sdpa_causal") or table.attention.get("sdpa_dense")
     if not rows:
         raise ValueError("the compute table has no attention rows")
-    key = (seq, heads, kv_heads, min(doc or seq, seq))
+    key = (seq, heads, kv_heads, doc)
     return _weighted(rows, key, 4, 4), _weighted(rows, key, 4, 5)
+
+
+FLEX_DOC_REACH = 2.0
+"""How far (ratio of document lengths) a measured flex row's rate is carried. Beyond it the rate of a block mask
+of other-sized documents says little (one H200, 2026-12-01: 168-254 TFLOP/s at 1,024-token documents, at which
+train.py's flex LoRA runs with one document per 16,384-token row, DDP and FSDP2, were predicted 11% and 20% slow;
+bench/results/h200-x1-sweep-2026-12-01.json fit rows), and the causal flash rows, which run the same tiles, stand in."""
+
+
+def flex_measured_near(table: ComputeTable, doc: int) -> bool:
+    """Whether the table has a flex row within FLEX_DOC_REACH of this document length."""
+    return any(max(r[3], doc) <= FLEX_DOC_REACH * min(r[3], doc) for r in table.attention.get("flex", ()))
 
 
 def cast_ns(table: ComputeTable, kind: str, compiled: bool) -> float | None:

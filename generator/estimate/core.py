@@ -8,7 +8,7 @@ from generator.estimate.comm import communication
 from generator.estimate.compute_source import table_for, table_note
 from generator.estimate.hardware import gpu_known
 from generator.estimate.precision import transient_fp8_bytes
-from generator.estimate.scripts import liger_modelled
+from generator.estimate.scripts import liger_modelled, script_facts
 from generator.estimate.states import PHASES, cpu_bytes_per_machine, model_states
 from generator.estimate.timing import step_timing
 from generator.estimate.types import METHODS, STRATEGIES, Estimate, Placement, Workload
@@ -102,11 +102,9 @@ def reserved_gb(model: ModelSpec, workload: Workload, strategy: str, peak_gb: fl
     """Predicted max_memory_reserved: fragmentation on the peak, or the loss's cached blocks (LOSS_RESERVE)."""
     with_ckpt, without = FRAGMENTATION[_fragmentation_family(strategy, workload.method)]
     fragmented = peak_gb * (1 + (with_ckpt if workload.grad_checkpointing else without))
-    loss_gb = (
-        0.0
-        if liger_modelled(workload)
-        else LOSS_BACKWARD_BYTES * model.vocab_size * workload.seq_len * workload.micro_batch
-    )
+    # Neither Liger's fused cross-entropy nor TRL's chunked LM head allocates logits-sized loss blocks to cache.
+    fused = liger_modelled(workload) or script_facts(workload.script).fused_lm_head
+    loss_gb = 0.0 if fused else LOSS_BACKWARD_BYTES * model.vocab_size * workload.seq_len * workload.micro_batch
     framework = catalog.strategy(strategy).framework
     return max(fragmented, loss_phase_gb + LOSS_RESERVE[framework] * loss_gb / 1e9)
 

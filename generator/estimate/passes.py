@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from generator.estimate.scripts import liger_modelled
+from generator.estimate.scripts import liger_kernels, liger_modelled
 from generator.estimate.types import Workload
 from generator.model.types import ModelSpec
 
@@ -61,14 +61,14 @@ def _fused(model: ModelSpec, swiglu_fused: bool) -> float:
 def pass_bytes(model: ModelSpec, workload: Workload) -> PassBytes:
     """Elementwise bytes per token: fused when Liger's kernels or the compiled layers take the chain. Liger leaves an
     MoE's experts (and so their SwiGLU) to transformers (training/model.py apply_liger)."""
-    liger = liger_modelled(workload)  # the script applies Liger's kernels (TRL's use_liger_kernel does not)
+    liger = liger_kernels(workload)
     if workload.layers_compiled:
         per_layer = _fused(model, swiglu_fused=True)
     elif liger:
         per_layer = _fused(model, swiglu_fused=not model.num_experts)
     else:
         per_layer = _eager(model)
-    vocab = LIGER_LOSS_BYTES_PER_VOCAB if liger else LOSS_BYTES_PER_VOCAB
+    vocab = LIGER_LOSS_BYTES_PER_VOCAB if liger_modelled(workload) else LOSS_BYTES_PER_VOCAB
     return PassBytes(per_layer, ELEMENTWISE_BACKWARD_RATIO * per_layer, vocab * model.vocab_size)
 
 

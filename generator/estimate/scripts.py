@@ -144,14 +144,21 @@ def default_load_dtype(script: str, method: str) -> str:
     return DEFAULT_LOAD_DTYPE[method] if script == "train.py" else script_facts(script).load_dtype
 
 
-def liger_modelled(workload) -> bool:
-    """Whether Liger's effects are estimated for this workload (its kernels' smaller saved tensors, their time saving,
-    the fused cross-entropy that never builds the logits). train.py and a loop calling liger's
-    `_apply_liger_kernel_to_instance` get all of them. The Trainer's `use_liger_kernel` keeps TRL's own chunked loss,
-    and with it the one measured TRL row (LoRA, bf16, no checkpointing, on one H200) peaked where the no-Liger
-    prediction did and ran below even the no-Liger speed: nothing is credited there until rows say otherwise."""
+def liger_kernels(workload) -> bool:
+    """Whether Liger's kernels inside the decoder layers are estimated (RMSNorm, SwiGLU, RoPE: smaller saved tensors,
+    fused elementwise passes). Every script that turns Liger on gets them: train.py and a loop calling liger's
+    `_apply_liger_kernel_to_instance` (full), and the Trainer's `use_liger_kernel` (kernels). TRL's own CLI with
+    `--use_liger_kernel` on one H200 (LoRA all-linear, bf16, seq 4096, micro-batch 2, no checkpointing) peaked at
+    79.3 GB against 91.2 GB without and ran 11% faster (bench/results/h200-x1-trl-cli-2026-12-01.json)."""
     # "none": the planner never turns it on, but a loop that says it applies Liger (--liger) gets the full kernels
-    return bool(workload.liger) and script_facts(workload.script).liger != "kernels"
+    return bool(workload.liger)
+
+
+def liger_modelled(workload) -> bool:
+    """Whether Liger's fused linear cross-entropy is estimated (the loss that never builds the logits): train.py and
+    a loop calling `_apply_liger_kernel_to_instance`. The Trainer's `use_liger_kernel` turns it off and keeps TRL's own
+    chunked LM-head loss (ScriptFacts.fused_lm_head prices that one)."""
+    return liger_kernels(workload) and script_facts(workload.script).liger != "kernels"
 
 
 def with_script_levers(workload, script: str):

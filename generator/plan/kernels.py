@@ -19,8 +19,8 @@ def kernel_options(request: PlanRequest, model_type: str | None = None) -> list[
     and known to work on the architecture (catalog.liger: measured, or the measured kernels)."""
     facts = script_facts(request.script)
     attentions = facts.attentions if request.attention == "auto" else (request.attention,)
-    # the Trainer's Liger keeps TRL's loss and is credited nothing (estimate.scripts.liger_modelled): --liger only
-    may = request.liger_installed and facts.liger == "full" and (model_type is None or liger_plannable(model_type))
+    # the Trainer's Liger is its kernels with TRL's own loss kept (estimate.scripts.liger_kernels): chosen on that
+    may = request.liger_installed and facts.liger != "none" and (model_type is None or liger_plannable(model_type))
     ligers = (request.liger,) if request.liger is not None else (False, True)[: 1 + may]
     return [(a, lg) for a in attentions for lg in ligers]
 
@@ -87,11 +87,6 @@ def kernel_reasons(request: PlanRequest, chosen: Row, rows: list[Row], model_typ
             )
     elif request.liger is not None:
         out.append(f"Liger {'on' if request.liger else 'off'} (--{'' if request.liger else 'no-'}liger)")
-    if request.liger is None and script_facts(request.script).liger == "kernels":
-        out.append(
-            "Liger not chosen: TRL's use_liger_kernel keeps TRL's own loss (no fused cross-entropy), and no memory or "
-            "speed gain is predicted for its other kernels there; --liger turns it on anyway"
-        )
     return out
 
 

@@ -1,7 +1,8 @@
 """`probe --compute`: measure this GPU's operator rates (GEMMs by shape and dtype, float8 casts, MoE grouped GEMMs,
 attention by kernel path, HBM bandwidth) and return the compute-file document `plan --compute-file` reads.
 
-Sections run in order under their own time boxes (about 90 s in all on an H200; --quick about 30 s); whatever a box
+Sections run in order under their own time boxes (98 s in all on one H200 on 2026-12-01 with flex at 12 s, which cut
+the one-document-per-sequence flex shapes; now about 115 s; --quick about 30 s); whatever a box
 cuts is listed under "skipped". Document (version 1; units in each key's name or in "units"):
 
 {"version": 1, "kind": "compute", "gpu": str, "device": "cuda" | "cpu", "measured": true, "env": {...},
@@ -41,7 +42,7 @@ class Budget:
     host: float
 
 
-FULL = Budget(gemm_bf16=24.0, gemm_fp8=16.0, cast=8.0, grouped=6.0, attention=12.0, flex=12.0, host=40.0)
+FULL = Budget(gemm_bf16=24.0, gemm_fp8=16.0, cast=12.0, grouped=6.0, attention=12.0, flex=26.0, host=40.0)
 QUICK = Budget(gemm_bf16=8.0, gemm_fp8=6.0, cast=3.0, grouped=3.0, attention=5.0, flex=0.0, host=4.0)
 
 

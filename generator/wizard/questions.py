@@ -201,7 +201,7 @@ def kernel_choices(script: str) -> list[tuple[str, str]]:
             ("Both: Liger and flex attention", "liger-flex"),
         ]
     auto = "The planner's pick: the fastest predicted that fits (flex attention" + (
-        ", Liger where installed)" if script == "train.py" else "; TRL's Liger is credited nothing)"
+        ", Liger where installed)" if script == "train.py" else ", TRL's Liger kernels where installed)"
     )
     liger = (
         "Liger kernels (pip install liger-kernel): less memory, so larger micro-batches fit"
