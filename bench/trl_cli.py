@@ -18,9 +18,11 @@ Documents: `fill` one synthetic text per bin (each longer than the sequence: TRL
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shlex
+import signal
 import subprocess
 import sys
 import tempfile
@@ -192,6 +194,42 @@ def calibration_fields(cell: TrlCell, plan: dict) -> dict:
     )
 
 
+SAVE_GRACE_S = 20.0
+"""Seconds a run may go on after its step log's summary (written at on_train_end): then it is in TRL's own closing
+save_model, which the bench does not measure (a full fine-tune's fp32 model is 29 GB), and is stopped."""
+
+
+def _summarised(log: Path) -> bool:
+    return log.exists() and '"event": "summary"' in log.read_text()
+
+
+def run_until_summary(
+    cmd: list[str], env: dict, log: Path, timeout_s: float = 900, grace_s: float = SAVE_GRACE_S
+) -> tuple[int, str, bool]:
+    """(exit code, output tail, stopped in the closing save): the launch, stopped SAVE_GRACE_S after its summary."""
+    with tempfile.TemporaryFile("w+") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, text=True, cwd=REPO, env=env,
+                                start_new_session=True)  # fmt: skip
+        deadline, summary_at, stopped = time.time() + timeout_s, None, False
+        while proc.poll() is None and time.time() < deadline:
+            time.sleep(min(1.0, grace_s / 2))
+            if summary_at is None and _summarised(log):
+                summary_at = time.time()
+            if summary_at is not None and time.time() - summary_at > grace_s:
+                stopped = True
+                break
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        out.seek(0)
+        text = out.read()
+    if stopped:
+        return 0, text[-3000:], True
+    rc = proc.returncode if time.time() < deadline else -9
+    return rc, (text if rc != -9 else text + f"\ntimeout after {timeout_s} s")[-3000:], False
+
+
 def run_cell(cell: TrlCell, workdir: Path) -> dict:
     cfg, log = workdir / f"{cell.key}.yaml", workdir / f"{cell.key}.jsonl"
     res = subprocess.run(plan_command(cell, cfg), capture_output=True, text=True, cwd=REPO, timeout=120)
@@ -205,14 +243,9 @@ def run_cell(cell: TrlCell, workdir: Path) -> dict:
            "PYTHONPATH": path, "BENCH_STEPLOG": str(log)}  # fmt: skip
     log.unlink(missing_ok=True)
     t0 = time.time()
-    try:
-        run = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, env=env, timeout=900)
-        text = run.stdout + run.stderr
-        rc, tail = run.returncode, text[-3000:]
-    except subprocess.TimeoutExpired as exc:
-        rc, tail = -9, f"timeout after {exc.timeout} s"
+    rc, tail, stopped = run_until_summary(cmd, env, log)
     predicted = next((e for e in plan["estimates"] if e["strategy"] == plan["strategy"]), {})
-    row = dict(asdict(cell), key=cell.key, script="trainer", config=plan, predicted=predicted,
+    row = dict(asdict(cell), key=cell.key, script="trainer", config=plan, predicted=predicted, stopped_at_save=stopped,
                printed=plan["launch_command"], command=shlex.join(cmd), wall_s=round(time.time() - t0, 1),
                **calibration_fields(cell, plan))  # fmt: skip
     measured = summarise(log) if log.exists() else {}

@@ -60,3 +60,34 @@ def test_a_results_row_reads_back_as_the_workload_trl_ran(cell, tmp_path):
     # the row prices exactly what the plan priced for the printed line
     assert predicted.peak_gb == pytest.approx(chosen["peak_gb"], rel=1e-3)
     assert predicted.tokens_per_s_per_gpu == pytest.approx(chosen["tokens_per_s_per_gpu"], rel=1e-3)
+
+
+def test_a_run_is_stopped_in_its_closing_save_once_its_summary_is_logged(tmp_path):
+    import os
+    import sys
+    import time
+
+    from bench.trl_cli import run_until_summary
+
+    log = tmp_path / "steps.jsonl"
+    writer = (
+        "import json, sys, time\n"
+        "open(sys.argv[1], 'w').write(json.dumps({'event': 'summary', 'steps': 6}) + '\\n')\n"
+        "print('saving', flush=True)\ntime.sleep(60)\n"
+    )
+    t0 = time.time()
+    rc, tail, stopped = run_until_summary([sys.executable, "-c", writer, str(log)], dict(os.environ), log, grace_s=0.5)
+    assert (rc, stopped) == (0, True) and "saving" in tail
+    assert time.time() - t0 < 30
+
+
+def test_a_run_that_dies_before_its_summary_keeps_its_exit_code(tmp_path):
+    import os
+    import sys
+
+    from bench.trl_cli import run_until_summary
+
+    rc, tail, stopped = run_until_summary(
+        [sys.executable, "-c", "import sys; print('boom'); sys.exit(3)"], dict(os.environ), tmp_path / "none.jsonl"
+    )
+    assert (rc, stopped) == (3, False) and "boom" in tail
