@@ -8,7 +8,7 @@ import contextlib
 import io
 import os
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from generator.cli import main
@@ -34,6 +34,7 @@ CASES = {"n": 0}
     verb=st.sampled_from(VERBS),
     rest=st.lists(st.one_of(st.sampled_from(FLAGS), st.sampled_from(VALUES), st.text(max_size=12)), max_size=8),
 )
+@example(verb="topo", rest=["error:"])  # found by CI: the unrecognised argument is echoed inside the one error line
 def test_cli_never_crashes(tmp_path_factory, verb, rest):
     CASES["n"] += 1
     work = tmp_path_factory.getbasetemp()
@@ -51,7 +52,8 @@ def test_cli_never_crashes(tmp_path_factory, verb, rest):
     assert code in (0, 1, 2), (verb, rest, code, err.getvalue())
     assert "Traceback" not in err.getvalue()
     if code == 2 and "usage:" not in err.getvalue():
-        assert err.getvalue().count("error:") == 1, err.getvalue()
+        # one error line (the user's own arguments may contain "error:", echoed back inside it)
+        assert sum(line.startswith("error:") for line in err.getvalue().splitlines()) == 1, err.getvalue()
 
 
 def test_report_cases_tried():
