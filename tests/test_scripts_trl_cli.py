@@ -145,3 +145,21 @@ def test_a_plain_loop_that_declares_liger_is_priced_with_it():
     assert peak["trainer", True] < peak["trainer", False]
     kernels_only = peak["trainer", False] - peak["trainer", True]
     assert 0 < kernels_only < peak["custom", False] - peak["custom", True]
+
+
+def test_trl_without_checkpointing_reserves_little_beyond_its_peak():
+    """TRL's chunked LM head never builds the logits, and its runs without checkpointing reserved 1.02x their peak
+    (TRL CLI fit rows) where train.py's logits-sized blocks leave 1.11x: reserved over peak follows the script."""
+    from generator.estimate import Placement, Workload, estimate
+    from generator.model import load_model
+
+    m, p = load_model("mistral-7b"), Placement(1, "NVIDIA H200", 150.75, 0.0)
+    ratio = {}
+    for script in ("train.py", "trainer"):
+        for ckpt in (False, True):
+            w = Workload(method="lora", seq_len=4096, micro_batch=2, grad_checkpointing=ckpt, load_dtype="bf16",
+                         script=script)  # fmt: skip
+            e = estimate(m, w, p, "ddp")
+            ratio[script, ckpt] = e.reserved_gb / e.peak_gb
+    assert ratio["trainer", False] < 1.05 < ratio["train.py", False]
+    assert ratio["trainer", True] >= 1.0

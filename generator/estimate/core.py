@@ -33,6 +33,11 @@ FRAGMENTATION = {
     "fsdp_grad_op": (0.285, 0.20),
     "zero12": (0.25, 0.25),
     "zero3": (0.15, 0.11),
+    # DDP under a script whose LM head never builds the logits (TRL's chunked loss): without checkpointing 0.022,
+    # minimax on TRL's CLI fit rows (LoRA all-linear, seq 4096, micro-batch 2, no checkpointing, with and without
+    # Liger: reserved 1.023x and 1.021x the predicted peak; bench/results/h200-x1-trl-cli-2026-12-01.json), where
+    # train.py's logits-sized blocks leave 0.11; with checkpointing DDP's own 0.03.
+    "fused_head_ddp": (0.03, 0.022),
 }
 # Reserved memory beyond the allocated bytes at the loss, per GB of the loss's transient tensors (the logits' fp32
 # upcast, log-softmax and its gradients: activations.LOSS_BACKWARD_BYTES per token per vocabulary entry): freed
@@ -100,7 +105,10 @@ def _memory(model: ModelSpec, workload: Workload, placement: Placement, strategy
 
 def reserved_gb(model: ModelSpec, workload: Workload, strategy: str, peak_gb: float, loss_phase_gb: float) -> float:
     """Predicted max_memory_reserved: fragmentation on the peak, or the loss's cached blocks (LOSS_RESERVE)."""
-    with_ckpt, without = FRAGMENTATION[_fragmentation_family(strategy, workload.method)]
+    family = _fragmentation_family(strategy, workload.method)
+    if family == "ddp" and script_facts(workload.script).fused_lm_head:
+        family = "fused_head_ddp"
+    with_ckpt, without = FRAGMENTATION[family]
     fragmented = peak_gb * (1 + (with_ckpt if workload.grad_checkpointing else without))
     # Neither Liger's fused cross-entropy nor TRL's chunked LM head allocates logits-sized loss blocks to cache.
     fused = liger_modelled(workload) or script_facts(workload.script).fused_lm_head
