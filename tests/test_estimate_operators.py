@@ -204,3 +204,41 @@ def test_flex_at_a_document_length_never_probed_takes_the_flash_rows():
     doc["attention"].append(long_row)
     with_long = from_document(doc, "and one at 16k")
     assert attention_tflops(with_long, "flex", 16384, 32, 8, doc=16384) != flash
+
+
+def _mixtral_layer_rows(doc: dict, fwd_ms: float, fwdbwd_ms: float) -> dict:
+    mixtral = load_model("mixtral-8x7b")
+    doc = copy.deepcopy(doc)
+    doc["layers"] = [
+        {"model": "mixtral-8x7b", "model_type": "mixtral", "hidden": mixtral.hidden_size,
+         "intermediate": mixtral.intermediate_size, "heads": mixtral.num_heads, "kv_heads": mixtral.num_kv_heads,
+         "experts": mixtral.num_experts, "top_k": mixtral.experts_per_token, "variant": v, "mb": 2, "seq": 4096,
+         "depths": [1, 3], "fwd_ms_per_layer": fwd_ms, "fwdbwd_ms_per_layer": fwdbwd_ms}
+        for v in ("frozen", "full")
+    ]  # fmt: skip
+    return doc
+
+
+def test_moe_layers_are_priced_whole_where_the_table_times_them():
+    """A whole-layer row (probe --compute's layer section) replaces a Mixtral layer's operators: the step follows the
+    row (twice the row's time, about twice the layers' share), a dense model and QLoRA (whose experts are per-expert
+    4-bit loops, not the row's grouped_mm) are priced as before, and a table without rows changes nothing."""
+    from generator.estimate.compute_time import compute_time
+
+    mixtral, base = load_model("mixtral-8x7b"), _doc()
+    plain = from_document(base, "no layer rows")
+    slow = from_document(_mixtral_layer_rows(base, 40.0, 120.0), "layer rows")
+    slower = from_document(_mixtral_layer_rows(base, 80.0, 240.0), "layer rows x2")
+    lora = Workload(method="lora", seq_len=4096, micro_batch=4, grad_checkpointing=False, load_dtype="bf16")
+    a, b = compute_time(slow, mixtral, lora, "ddp"), compute_time(slower, mixtral, lora, "ddp")
+    assert a.layers_s > 0 and a.experts_s == 0 and compute_time(plain, mixtral, lora, "ddp").layers_s == 0
+    assert b.layers_s > 2 * a.layers_s  # the attention share taken out of the row stays the same
+    assert b.gemm_s == a.gemm_s > 0  # lm_head and the adapters, outside the row
+    assert compute_time(plain, mixtral, lora, "ddp").gpu_s == compute_time(from_document(base, "again"), mixtral,
+                                                                            lora, "ddp").gpu_s  # fmt: skip
+    for model, w in ((MISTRAL, lora), (mixtral, replace(lora, method="qlora"))):
+        assert compute_time(slow, model, w, "ddp").layers_s == 0
+        assert compute_time(slow, model, w, "ddp").gpu_s == pytest.approx(compute_time(plain, model, w, "ddp").gpu_s)
+    # checkpointing reruns the row's forward: more time than without
+    ckpt = compute_time(slow, mixtral, replace(lora, grad_checkpointing=True), "ddp")
+    assert ckpt.layers_s > a.layers_s

@@ -5,6 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from generator.estimate.compute_table import from_document
 from generator.model import load_model
 from generator.probe import compute_grid as grid
 
@@ -32,6 +33,12 @@ def test_cpu_probe_writes_every_section(tmp_path):
     assert all(row["fwdbwd_ms"] > 0 for row in doc["attention"])
     assert {row["op"] for row in doc["hbm"]} == {"copy_bf16", "add_bf16", "cast_bf16_fp32"}
     assert {(r["variant"], r["compiled"]) for r in doc["host"]} == {("full", False), ("lora", False)}
+    # transformers' own Mixtral layer at toy widths on the CPU, parsed back by the estimator's table
+    (layer,) = doc["layers"]
+    assert (layer["model"], layer["model_type"], layer["experts"], layer["top_k"]) == ("mixtral-8x7b", "mixtral", 4, 2)
+    assert layer["fwd_ms_per_layer"] >= 0 and layer["fwdbwd_ms_per_layer"] >= 0
+    table = from_document(doc, "cpu probe")
+    assert {k[-1] for k in table.layers} == {"frozen"}
     again = probe("--device", "cpu", "--output", str(out))
     assert again.returncode == 2 and b"already exists" in again.stderr
 

@@ -8,6 +8,7 @@ looks a shape up in them. Pure: the document is parsed from an already-read dict
   log2 of the sequence length and the query/kv head counts.
 - float8 casts: nanoseconds per element of torchao's tensorwise amax + cast (eager, compiled).
 - HBM: the median GB/s of the streaming copies.
+- Layers: whole MoE decoder layers at a model's widths, seconds per layer forward and backward (frozen | full).
 A GPU other than the one measured gets the shipped H200 table scaled by the catalog (dense bf16 peak for compute,
 memory bandwidth for the memory-bound rows); `ComputeTable.measured` is then False and `source` says so.
 """
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import cache
 
 GEMM_NEIGHBOURS = 4
@@ -49,6 +50,9 @@ class ComputeTable:
     PyTorch takes to issue one layer's kernels; {} when not measured (then no host floor)."""
     fit: dict
     """Constants fitted on top of this table (bench/fit_compute.py) and the rows they cite; {} when none."""
+    layers: dict = field(default_factory=dict)
+    """(hidden, intermediate, heads, kv_heads, experts, top_k, variant frozen | full) -> (mb, seq, forward s,
+    backward s) per decoder layer, timed whole (generator/probe/compute_layers.py: MoE models); {} when none."""
 
 
 def _num(x) -> float:
@@ -96,6 +100,11 @@ def from_document(doc: dict, source: str) -> ComputeTable:
     for r in doc.get("host") or []:
         fwd, both = _nonneg(r["fwd_ms_per_layer"]) / 1e3, _nonneg(r["fwdbwd_ms_per_layer"]) / 1e3
         host[(r["variant"], bool(r["compiled"]))] = (fwd, max(both - fwd, 0.0))
+    layers = {}
+    for r in doc.get("layers") or []:
+        key = tuple(int(r[k]) for k in ("hidden", "intermediate", "heads", "kv_heads", "experts", "top_k"))
+        fwd, both = _nonneg(r["fwd_ms_per_layer"]) / 1e3, _nonneg(r["fwdbwd_ms_per_layer"]) / 1e3
+        layers[(*key, str(r["variant"]))] = (int(r["mb"]), int(r["seq"]), fwd, max(both - fwd, 0.0))
     return ComputeTable(
         gpu=str(doc.get("gpu", "unknown")),
         measured=bool(doc.get("measured", False)),
@@ -107,6 +116,7 @@ def from_document(doc: dict, source: str) -> ComputeTable:
         hbm_gbps=statistics.median(streams),
         host=host,
         fit=dict(doc.get("fit") or {}),
+        layers=layers,
     )
 
 
@@ -207,7 +217,7 @@ def host_layer_s(table: ComputeTable, variant: str, compiled: bool) -> tuple[flo
 def scaled(table: ComputeTable, gpu: str, compute_ratio: float, memory_ratio: float, fp8: bool) -> ComputeTable:
     """`table` for another GPU: every compute rate x compute_ratio (catalog dense bf16 peak over the measured
     GPU's), HBM x memory_ratio and the casts / memory_ratio; no fp8 rows where the part has no fp8 tensor cores.
-    The host rows stay (they are the CPU's, not the GPU's)."""
+    The host rows stay (they are the CPU's, not the GPU's); the whole-layer rows scale with compute."""
 
     def gemm_rows(rows):
         return tuple((m, k, n, t * compute_ratio) for m, k, n, t in rows)
@@ -219,6 +229,7 @@ def scaled(table: ComputeTable, gpu: str, compute_ratio: float, memory_ratio: fl
         for p, rows in table.attention.items()
     }
     casts = {k: v / memory_ratio for k, v in table.cast_ns_per_elem.items()} if fp8 else {}
+    layers = {k: (mb, s, f / compute_ratio, b / compute_ratio) for k, (mb, s, f, b) in table.layers.items()}
     return replace(
         table,
         gpu=gpu,
@@ -230,4 +241,5 @@ def scaled(table: ComputeTable, gpu: str, compute_ratio: float, memory_ratio: fl
         attention=attention,
         cast_ns_per_elem=casts,
         hbm_gbps=table.hbm_gbps * memory_ratio,
+        layers=layers,
     )

@@ -4,7 +4,7 @@ element, the elementwise chain (estimate.passes) at the measured HBM rate. Pure.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from generator.catalog import strategies as catalog
 from generator.estimate import operators as ops
@@ -18,7 +18,7 @@ from generator.estimate.compute_table import (
     grouped_tflops,
     host_layer_s,
 )
-from generator.estimate.passes import elementwise_bytes
+from generator.estimate.passes import elementwise_bytes, pass_bytes
 from generator.estimate.types import Workload
 from generator.model.types import ModelSpec
 
@@ -43,10 +43,13 @@ class ComputeTime:
     """torchao's float8 amax + cast (+ transpose) passes."""
     host_s: float = 0.0
     """CPU time to issue the decoder layers' kernels (the table's host rows): the floor under the GPU time."""
+    layers_s: float = 0.0
+    """Decoder layers priced whole from the table's layer rows (MoE models), attention and LoRA's GEMMs apart; the
+    other fields then hold only what lies outside those rows."""
 
     @property
     def gpu_s(self) -> float:
-        return self.gemm_s + self.experts_s + self.attention_s + self.elementwise_s + self.fp8_cast_s
+        return self.gemm_s + self.experts_s + self.attention_s + self.elementwise_s + self.fp8_cast_s + self.layers_s
 
     @property
     def total_s(self) -> float:
@@ -75,9 +78,9 @@ def expert_impl(workload: Workload, strategy: str) -> str:
     return "loop_fp32" if fp32 and workload.script not in EXPERT_CASTING_SCRIPTS else "grouped_mm"
 
 
-def _gemm_s(table: ComputeTable, model: ModelSpec, workload: Workload, fwd: int) -> float:
+def _gemm_s(table: ComputeTable, model: ModelSpec, workload: Workload, fwd: int, keep=None) -> float:
     total = 0.0
-    for g in ops.gemms(model, workload):
+    for g in ops.gemms(model, workload, keep):
         rate = gemm_tflops(table, g.dtype, g.op, g.m, g.k, g.n) * 1e12
         total += g.flops / rate * (fwd if g.passes == "forward" else 1)
     return total
@@ -130,10 +133,51 @@ def _host_s(table: ComputeTable, model: ModelSpec, workload: Workload, fwd: int)
     return model.num_layers * (fwd * f + b)
 
 
+def layer_row(table: ComputeTable, model: ModelSpec, workload: Workload, strategy: str) -> tuple | None:
+    """The table's whole-layer row for this model and workload, or None: MoE models only (dense layers are priced
+    from their operators, validated on Mistral and four families), LoRA (the frozen row) or a full fine-tune, bf16
+    in eager layers without Liger, and the grouped_mm experts the row ran."""
+    if not model.num_experts or workload.method not in ("full", "lora") or workload.precision != "bf16":
+        return None
+    if workload.layers_compiled or workload.liger or expert_impl(workload, strategy) != "grouped_mm":
+        return None
+    key = (model.hidden_size, model.intermediate_size, model.num_heads, model.num_kv_heads, model.num_experts,
+           max(model.experts_per_token, 1), "full" if workload.method == "full" else "frozen")  # fmt: skip
+    return table.layers.get(key)
+
+
+def _attention_split(table: ComputeTable, model: ModelSpec, workload: Workload) -> tuple[float, float]:
+    """(forward, backward) attention seconds of one micro-step, all layers."""
+    backward = _attention_s(table, model, workload, 0)
+    return _attention_s(table, model, workload, 1) - backward, backward
+
+
+def _layers_s(table: ComputeTable, model: ModelSpec, workload: Workload, fwd: int, row: tuple) -> float:
+    """The decoder layers from their measured row, attention taken out at the row's shape (one causal document per
+    sequence, SDPA, as the probe ran it) and put back at the workload's by the attention rows."""
+    mb, seq, f, b = row
+    probed = replace(workload, seq_len=seq, micro_batch=mb, attention="sdpa", doc_tokens=None)
+    af, ab = (x / model.num_layers for x in _attention_split(table, model, probed))
+    per_token = (fwd * max(f - af, 0.0) + max(b - ab, 0.0)) / (mb * seq)
+    return model.num_layers * per_token * workload.seq_len * workload.micro_batch
+
+
 def compute_time(table: ComputeTable, model: ModelSpec, workload: Workload, strategy: str) -> ComputeTime:
     """The step's operator time on one GPU (all grad_accum micro-steps)."""
     fwd, n = forward_passes(workload), workload.grad_accum
     scale = fitted(ELEMENTWISE_SCALE, 1.0)
+    row = layer_row(table, model, workload, strategy)
+    if row is not None:  # the row holds the layers' GEMMs, experts and elementwise chain: lm_head, LoRA and loss apart
+        loss = workload.seq_len * workload.micro_batch * pass_bytes(model, workload).loss
+        return ComputeTime(
+            gemm_s=n * _gemm_s(table, model, workload, fwd, keep=lambda name: not ops.is_decoder_base(name)),
+            experts_s=0.0,
+            attention_s=n * _attention_s(table, model, workload, fwd),
+            elementwise_s=n * loss * scale / (table.hbm_gbps * 1e9),
+            fp8_cast_s=0.0,
+            host_s=n * _host_s(table, model, workload, fwd),
+            layers_s=n * _layers_s(table, model, workload, fwd, row),
+        )
     elementwise = elementwise_bytes(model, workload, fwd) * scale / (table.hbm_gbps * 1e9)
     return ComputeTime(
         gemm_s=n * _gemm_s(table, model, workload, fwd),

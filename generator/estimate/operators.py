@@ -134,12 +134,19 @@ def linear_shapes(tokens: int, k_in: int, n_out: int, trained: bool = True) -> l
     return shapes + ([(n_out, tokens, k_in, "wgrad")] if trained else [])
 
 
-def gemms(model: ModelSpec, workload: Workload) -> list[Gemm]:
-    """Every dense GEMM of one micro-step (tokens = micro-batch x sequence), forward and backward."""
+def is_decoder_base(name: str) -> bool:
+    """A decoder layer's own projection (q, k, v, o, the MLP, the router), not lm_head and not a LoRA adapter: what
+    a whole-layer row of the compute table already holds."""
+    return name != "lm_head" and not name.startswith("lora_")
+
+
+def gemms(model: ModelSpec, workload: Workload, keep=None) -> list[Gemm]:
+    """Every dense GEMM of one micro-step (tokens = micro-batch x sequence), forward and backward; `keep(name)`
+    selects the Linears."""
     tokens = workload.seq_len * workload.micro_batch
     fp8 = workload.precision == "fp8"
     out: list[Gemm] = []
-    for lin in linears(model, workload):
+    for lin in (x for x in linears(model, workload) if keep is None or keep(x.name)):
         dtype = "fp8" if fp8 and lin.fp8 else "bf16"
         for m, k, n, op in linear_shapes(tokens, lin.k_in, lin.n_out, lin.trained):
             out.append(Gemm(m, k, n, op, dtype, lin.count, "forward" if op == "fwd" else "backward"))

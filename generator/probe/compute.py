@@ -2,7 +2,7 @@
 attention by kernel path, HBM bandwidth) and return the compute-file document `plan --compute-file` reads.
 
 Sections run in order under their own time boxes (98 s in all on one H200 on 2026-12-01 with flex at 12 s, which cut
-the one-document-per-sequence flex shapes; now about 115 s; --quick about 30 s); whatever a box
+the one-document-per-sequence flex shapes; now about 145 s with the MoE layers; --quick about 30 s); whatever a box
 cuts is listed under "skipped". Document (version 1; units in each key's name or in "units"):
 
 {"version": 1, "kind": "compute", "gpu": str, "device": "cuda" | "cpu", "measured": true, "env": {...},
@@ -13,7 +13,9 @@ cuts is listed under "skipped". Document (version 1; units in each key's name or
  "attention": [{path, heads, kv_heads, head_dim, seq, mb, doc, keys_per_query, fwd_ms, fwdbwd_ms, fwd_tflops,
                 fwdbwd_tflops}],
  "hbm": [{op, bytes, ms, gbps}],
- "host": [{variant, compiled, layers, tokens, fwd_ms_per_layer, fwdbwd_ms_per_layer}], "skipped": [str]}
+ "host": [{variant, compiled, layers, tokens, fwd_ms_per_layer, fwdbwd_ms_per_layer}],
+ "layers": [{model, model_type, hidden, intermediate, heads, kv_heads, experts, top_k, variant, mb, seq, depths,
+             fwd_ms_per_layer, fwdbwd_ms_per_layer}], "skipped": [str]}
 """
 
 from __future__ import annotations
@@ -40,10 +42,11 @@ class Budget:
     attention: float
     flex: float
     host: float
+    layers: float
 
 
-FULL = Budget(gemm_bf16=24.0, gemm_fp8=16.0, cast=12.0, grouped=6.0, attention=12.0, flex=26.0, host=40.0)
-QUICK = Budget(gemm_bf16=8.0, gemm_fp8=6.0, cast=3.0, grouped=3.0, attention=5.0, flex=0.0, host=4.0)
+FULL = Budget(gemm_bf16=24.0, gemm_fp8=16.0, cast=12.0, grouped=6.0, attention=12.0, flex=26.0, host=40.0, layers=30.0)
+QUICK = Budget(gemm_bf16=8.0, gemm_fp8=6.0, cast=3.0, grouped=3.0, attention=5.0, flex=0.0, host=4.0, layers=0.0)
 
 
 def _gemms(device: str, model: ModelSpec | None, quick: bool) -> tuple[list[grid.Gemm], list[grid.Gemm]]:
@@ -65,6 +68,22 @@ def _experts(device: str, model: ModelSpec | None) -> list[tuple[int, int, int, 
     out = grid.model_experts(model) if model is not None else []
     for m in mixtral:
         out += [e for e in grid.model_experts(m) if e not in out]
+    return out
+
+
+def _moe_configs(model: ModelSpec | None) -> list[tuple[str, dict]]:
+    """(name, transformers config) of the mixture-of-experts models whose layers are timed whole: --model's first
+    (a preset or a local directory), then the presets'."""
+    from generator.probe.compute_layers import hf_config_dict
+
+    names = ([model.name] if model is not None and model.num_experts else []) + [
+        m.name for m in grid.preset_models() if m.num_experts
+    ]
+    out = []
+    for name in dict.fromkeys(names):
+        cfg = hf_config_dict(name)
+        if cfg is not None:
+            out.append((name, cfg))
     return out
 
 
@@ -153,6 +172,10 @@ def measure(device: str, model: ModelSpec | None, quick: bool, on_section=None) 
     from generator.probe.compute_host import host_rows
 
     doc["host"] = host_rows(clock, compiled=cuda and not quick, budget_s=budget.host if cuda else 60.0)
+    step("MoE decoder layers, whole")
+    from generator.probe.compute_layers import layer_rows
+
+    doc["layers"] = layer_rows(clock, _moe_configs(model), budget.layers if cuda else 60.0)
     name = torch.cuda.get_device_name() if cuda else "cpu"
     return {
         "version": VERSION,
@@ -174,6 +197,8 @@ def measure(device: str, model: ModelSpec | None, quick: bool, on_section=None) 
             "hbm": "1 GiB bf16 tensors (bytes read + written)",
             "host": "wall time per layer of a tiny eager (or compiled) decoder layer stack, synchronised: the CPU "
             "cost of issuing the layer's kernels (generator/probe/compute_host.py)",
+            "layers": "transformers' own MoE decoder layers at real widths, bf16, depth 3 minus depth 1, frozen and "
+            "fully trained (generator/probe/compute_layers.py)",
             "measured_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "seconds": round(time.monotonic() - started, 1),
             "quick": quick,

@@ -1,0 +1,108 @@
+"""Layer section of `probe --compute`: transformers' own decoder layers at a model's real widths, timed whole on the
+GPU, forward and forward + backward, per layer (the difference of two depths, so the embedding drops out).
+
+A mixture-of-experts layer is more than its grouped GEMMs: the router, the sort into expert order, the gathers there
+and back, the weighting and their backward (scatter-adds) run around them, and transformers' grouped_mm path for the
+weight gradient is not the forward's kernel. Priced op by op from the GEMM rows, Mixtral cut to 4 and 8 layers ran
+26-35% slower than predicted on one H200 (bench/results/h200-x1-families-2026-12-01.json), so an MoE model's decoder
+layers are priced from these rows where the table has them (estimate.compute_time). Built as train.py builds a random
+init (`AutoModelForCausalLM.from_config`, bf16, SDPA, transformers' default experts implementation), on `mb x seq`
+tokens; variant `full` trains every weight, `frozen` none (LoRA's base: input gradients only). No activation
+checkpointing: the estimator adds the recompute's forward itself. On the CPU (tests) the widths are cut to a toy.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import torch
+
+from generator.probe.compute_bench import Clock
+
+DEPTHS = (1, 3)
+CUDA_TOKENS = (2, 4096)
+"""(micro-batch, sequence) of the timed call: 8,192 tokens, as the grouped GEMM rows."""
+CPU_TOKENS = (1, 64)
+CPU_WIDTHS = {"hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4, "num_key_value_heads": 2,
+              "head_dim": 16, "num_local_experts": 4}  # fmt: skip
+VARIANTS = ("frozen", "full")
+
+
+def hf_config_dict(name_or_dir: str) -> dict | None:
+    """The transformers config of a preset or a local model directory; None for anything else (a hub id: the probe
+    reads nothing from the network)."""
+    from generator.model.presets import PRESETS, preset_config
+
+    if name_or_dir in PRESETS:
+        return {k: v for k, v in preset_config(name_or_dir).items() if not k.startswith("_")}
+    path = Path(name_or_dir) / "config.json"
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def _config(cfg: dict, layers: int, cpu: bool):
+    from transformers import AutoConfig
+
+    d = {k: v for k, v in cfg.items() if k not in ("model_type", "architectures", "auto_map")}
+    if cpu:
+        d.update({k: v for k, v in CPU_WIDTHS.items() if k != "num_local_experts" or k in d})
+    d.update(num_hidden_layers=layers, vocab_size=512, use_cache=False)  # the lm_head is priced from GEMM rows
+    return AutoConfig.for_model(cfg["model_type"], **d)
+
+
+def _per_layer_ms(clock: Clock, cfg: dict, variant: str, tokens: tuple[int, int]) -> tuple[float, float, dict]:
+    from transformers import AutoModelForCausalLM
+
+    cpu = clock.device != "cuda"
+    times: dict[int, tuple[float, float]] = {}
+    dims: dict = {}
+    for depth in DEPTHS:
+        config = _config(cfg, depth, cpu)
+        with torch.device(clock.device):
+            model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16, attn_implementation="sdpa")
+        body = model.get_decoder().train()
+        body.requires_grad_(variant == "full")
+        x = torch.randn(*tokens, config.hidden_size, device=clock.device, dtype=torch.bfloat16, requires_grad=True)
+        grad = torch.randn_like(x)
+
+        def forward(body=body, x=x):
+            return body(inputs_embeds=x).last_hidden_state
+
+        def both(forward=forward, grad=grad, body=body):
+            forward().backward(grad)
+            body.zero_grad(set_to_none=True)
+
+        times[depth] = (clock.time(forward), clock.time(both))
+        dims = {"hidden": config.hidden_size, "intermediate": config.intermediate_size,
+                "heads": config.num_attention_heads, "kv_heads": config.num_key_value_heads,
+                "experts": getattr(config, "num_local_experts", 0) or getattr(config, "num_experts", 0) or 0,
+                "top_k": getattr(config, "num_experts_per_tok", 0) or 0}  # fmt: skip
+        del model, body, x, grad
+        if clock.device == "cuda":
+            torch.cuda.empty_cache()
+    span = DEPTHS[1] - DEPTHS[0]
+    fwd = max(times[DEPTHS[1]][0] - times[DEPTHS[0]][0], 0.0) / span
+    both = max(times[DEPTHS[1]][1] - times[DEPTHS[0]][1], 0.0) / span
+    return fwd * 1e3, both * 1e3, dims
+
+
+def layer_rows(clock: Clock, models: list[tuple[str, dict]], budget_s: float) -> list[dict]:
+    """Rows for each (name, transformers config dict), both variants, until the time box."""
+    tokens = CUDA_TOKENS if clock.device == "cuda" else CPU_TOKENS
+    rows, t_end = [], time.monotonic() + budget_s
+    for name, cfg in models:
+        for variant in VARIANTS if clock.device == "cuda" else VARIANTS[:1]:  # CPU (tests): the plumbing, once
+            label = f"layer {name} {variant}"
+            if time.monotonic() > t_end:
+                clock.skipped.append(f"{label}: time box")
+                continue
+            try:
+                fwd_ms, both_ms, dims = _per_layer_ms(clock, cfg, variant, tokens)
+            except Exception as exc:  # an architecture this transformers cannot build, out of memory, ...
+                clock.skipped.append(f"{label}: {type(exc).__name__}: {str(exc)[:160]}")
+                continue
+            rows.append({"model": name, "model_type": cfg["model_type"], **dims, "variant": variant,
+                         "mb": tokens[0], "seq": tokens[1], "depths": list(DEPTHS),
+                         "fwd_ms_per_layer": round(fwd_ms, 4), "fwdbwd_ms_per_layer": round(both_ms, 4)})  # fmt: skip
+    return rows
