@@ -23,12 +23,14 @@ def test_flex_by_default_at_long_sequences_with_a_reason(capsys):
     assert "--attn-implementation flex_attention" in d["launch_command"]
     assert any(r.startswith("attention: flex_attention") and "SDPA" in r for r in d["reasons"])
     assert any("documents assumed to fill" in r for r in d["reasons"])
+    assert any(r.startswith("flex attention compiles its kernels in the first step") for r in d["reasons"])
     assert 0.9 * 7095 < d["chosen"]["tokens_per_s_per_gpu"] < 1.1 * 7095  # measured LoRA s32768 flex (validation)
 
 
 def test_attention_sdpa_opts_out(capsys):
     d = _plan(capsys, "--attention", "sdpa")
     assert "--attn-implementation" not in d["launch_command"]
+    assert not any("compiles its kernels" in r for r in d["reasons"])  # SDPA compiles nothing
     assert 0.9 * 2673 < d["chosen"]["tokens_per_s_per_gpu"] < 1.1 * 2673  # measured LoRA s32768 SDPA (validation)
 
 

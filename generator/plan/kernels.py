@@ -12,6 +12,13 @@ KERNEL_ATTENTION = ("sdpa", "flex")
 """--attention values the planner chooses among under auto (train.py --attn-implementation sdpa | flex_attention)."""
 
 
+FLEX_COMPILE_NOTE = (
+    "flex attention compiles its kernels in the first step, which the tokens/s above leave out: 47 s for LoRA and "
+    "231 s for a full fine-tune with checkpointing under TRL's CLI on one H200 (bench/results/"
+    "h200-x1-trl-cli-2026-12-01.json); on a run of a few hundred steps that can cost more than flex saves"
+)
+
+
 def kernel_options(request: PlanRequest, model_type: str | None = None) -> list[tuple[str, bool]]:
     """(attention, liger) pairs worth estimating, among the levers the script has (ScriptFacts.attentions, .liger):
     an explicit --attention / --liger is the user declaring what their script does. flex needs a GPU and torch >= 2.5,
@@ -70,6 +77,8 @@ def kernel_reasons(request: PlanRequest, chosen: Row, rows: list[Row], model_typ
             out.append(f"attention: {name} (the other kernel does not fit this configuration)")
     else:
         out.append(f"attention: {name} (--attention {request.attention})")
+    if w.attention == "flex":
+        out.append(FLEX_COMPILE_NOTE)
     if request.doc_tokens is None:
         out.append(
             "documents assumed to fill each sequence (flex's least favourable case); --doc-tokens N or "
