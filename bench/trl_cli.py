@@ -263,8 +263,11 @@ def main() -> int:
     ap.add_argument("--per-cell-s", type=float, default=45, help="a cell's expected wall time, for the budget")
     ap.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "bench-trl")
     ap.add_argument("--list", action="store_true")
+    ap.add_argument("--done", type=Path, action="append", default=[],
+                    help="a committed results file: its ok / oom cells are not run again (repeatable)")  # fmt: skip
     args = ap.parse_args()
-    cells = select(CELLS, args.only.split(","))
+    done = {k for f in args.done for k, c in json.loads(f.read_text())["cells"].items() if c["status"] in ("ok", "oom")}
+    cells = [c for c in select(CELLS, args.only.split(",")) if c.key not in done]
     if args.list:
         print("\n".join(c.key for c in cells))
         return 0

@@ -91,3 +91,19 @@ def test_a_run_that_dies_before_its_summary_keeps_its_exit_code(tmp_path):
         [sys.executable, "-c", "import sys; print('boom'); sys.exit(3)"], dict(os.environ), tmp_path / "none.jsonl"
     )
     assert (rc, stopped) == (3, False) and "boom" in tail
+
+
+def test_done_files_keep_measured_cells_from_running_again(tmp_path):
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    done = tmp_path / "done.json"
+    first, second = CELLS[0].key, CELLS[1].key
+    done.write_text(json.dumps({"cells": {first: {"status": "ok"}, second: {"status": "error"}}}))
+    out = subprocess.run([sys.executable, "bench/trl_cli.py", "--list", "--done", str(done)], cwd=root,
+                         capture_output=True, text=True, check=True).stdout.split()  # fmt: skip
+    assert first not in out and second in out  # an errored cell runs again
+    assert len(out) == len(CELLS) - 1
