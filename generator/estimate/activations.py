@@ -31,7 +31,7 @@ from generator.estimate.moe import (
     mlp_element_bytes,
     moe_saved_bytes_per_token,
 )
-from generator.estimate.scripts import liger_kernels, liger_modelled, script_facts
+from generator.estimate.scripts import liger_fused_loss, liger_kernels, script_facts
 from generator.estimate.states import LORA_TARGETS, adapted_targets
 from generator.estimate.types import Workload
 from generator.model.types import ModelSpec
@@ -139,7 +139,7 @@ def _expert_casts(model: ModelSpec, workload: Workload) -> tuple[bool, bool]:
 
 def logits_kept_bytes(workload: Workload, strategy: str) -> float:
     """Bytes per token per vocab entry of the logits the training loop holds through backward."""
-    if liger_modelled(workload):
+    if liger_fused_loss(workload):
         return 0.0
     return 2.0 if catalog.strategy(strategy).framework == "deepspeed" else 4.0
 
@@ -167,7 +167,7 @@ def activation_terms(model: ModelSpec, workload: Workload, strategy: str) -> dic
     """{phase: {term: bytes}} for activations, the loss and autocast weight copies (see states.PHASES)."""
     tokens = workload.seq_len * workload.micro_batch
     r = residual_bytes(workload, strategy)
-    liger, liger_loss = liger_kernels(workload), liger_modelled(workload)
+    liger, liger_loss = liger_kernels(workload), liger_fused_loss(workload)
     h, layers = model.hidden_size, model.num_layers
     path = kernel_path(model, workload)
     per_token = layer_saved_bytes_per_token(model, r, liger, path, workload.method)

@@ -163,27 +163,23 @@ def _layers_s(table: ComputeTable, model: ModelSpec, workload: Workload, fwd: in
 
 
 def compute_time(table: ComputeTable, model: ModelSpec, workload: Workload, strategy: str) -> ComputeTime:
-    """The step's operator time on one GPU (all grad_accum micro-steps)."""
+    """The step's operator time on one GPU (all grad_accum micro-steps). Where the table times this model's decoder
+    layers whole, the row holds their GEMMs, experts and elementwise chain: lm_head, LoRA and the loss stay apart."""
     fwd, n = forward_passes(workload), workload.grad_accum
-    scale = fitted(ELEMENTWISE_SCALE, 1.0)
     row = layer_row(table, model, workload, strategy)
-    if row is not None:  # the row holds the layers' GEMMs, experts and elementwise chain: lm_head, LoRA and loss apart
-        loss = workload.seq_len * workload.micro_batch * pass_bytes(model, workload).loss
-        return ComputeTime(
-            gemm_s=n * _gemm_s(table, model, workload, fwd, keep=lambda name: not ops.is_decoder_base(name)),
-            experts_s=0.0,
-            attention_s=n * _attention_s(table, model, workload, fwd),
-            elementwise_s=n * loss * scale / (table.hbm_gbps * 1e9),
-            fp8_cast_s=0.0,
-            host_s=n * _host_s(table, model, workload, fwd),
-            layers_s=n * _layers_s(table, model, workload, fwd, row),
-        )
-    elementwise = elementwise_bytes(model, workload, fwd) * scale / (table.hbm_gbps * 1e9)
+    if row is None:
+        keep = None
+        experts = _experts_s(table, model, workload, fwd, expert_impl(workload, strategy))
+        elementwise = elementwise_bytes(model, workload, fwd)
+    else:
+        keep, experts = (lambda name: not ops.is_decoder_base(name)), 0.0
+        elementwise = workload.seq_len * workload.micro_batch * pass_bytes(model, workload).loss
     return ComputeTime(
-        gemm_s=n * _gemm_s(table, model, workload, fwd),
-        experts_s=n * _experts_s(table, model, workload, fwd, expert_impl(workload, strategy)),
+        gemm_s=n * _gemm_s(table, model, workload, fwd, keep),
+        experts_s=n * experts,
         attention_s=n * _attention_s(table, model, workload, fwd),
-        elementwise_s=n * elementwise,
+        elementwise_s=n * elementwise * fitted(ELEMENTWISE_SCALE, 1.0) / (table.hbm_gbps * 1e9),
         fp8_cast_s=n * _fp8_cast_s(table, model, workload, fwd),
         host_s=n * _host_s(table, model, workload, fwd),
+        layers_s=0.0 if row is None else n * _layers_s(table, model, workload, fwd, row),
     )

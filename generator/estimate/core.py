@@ -8,7 +8,7 @@ from generator.estimate.comm import communication
 from generator.estimate.compute_source import table_for, table_note
 from generator.estimate.hardware import gpu_known
 from generator.estimate.precision import transient_fp8_bytes
-from generator.estimate.scripts import liger_modelled, script_facts
+from generator.estimate.scripts import liger_fused_loss, script_facts
 from generator.estimate.states import PHASES, cpu_bytes_per_machine, model_states
 from generator.estimate.timing import step_timing
 from generator.estimate.types import METHODS, STRATEGIES, Estimate, Placement, Workload
@@ -53,16 +53,16 @@ CUDA_CONTEXT_GB = 0.6  # CUDA context + cuBLAS/cuDNN workspaces with lazy module
 NCCL_BUFFERS_GB = 0.5  # NCCL channel buffers per process in a multi-GPU job (predicted)
 
 
-def _fragmentation_family(strategy: str, method: str) -> str:
+def _fragmentation_family(strategy: str, workload: Workload) -> str:
     """The FRAGMENTATION row measured for this kind of allocation pattern."""
     s = catalog.strategy(strategy)
-    if method == "qlora":
+    if workload.method == "qlora":
         return "qlora"
     if s.framework == "deepspeed":
         return "zero3" if s.zero_stage == 3 else "zero12"
     if s.framework == "fsdp":
         return "fsdp" if s.reshard_after_forward else "fsdp_grad_op"
-    return "ddp"
+    return "fused_head_ddp" if script_facts(workload.script).fused_lm_head else "ddp"
 
 
 def applicable(strategy: str, workload: Workload, placement: Placement) -> str | None:
@@ -105,13 +105,10 @@ def _memory(model: ModelSpec, workload: Workload, placement: Placement, strategy
 
 def reserved_gb(model: ModelSpec, workload: Workload, strategy: str, peak_gb: float, loss_phase_gb: float) -> float:
     """Predicted max_memory_reserved: fragmentation on the peak, or the loss's cached blocks (LOSS_RESERVE)."""
-    family = _fragmentation_family(strategy, workload.method)
-    if family == "ddp" and script_facts(workload.script).fused_lm_head:
-        family = "fused_head_ddp"
-    with_ckpt, without = FRAGMENTATION[family]
+    with_ckpt, without = FRAGMENTATION[_fragmentation_family(strategy, workload)]
     fragmented = peak_gb * (1 + (with_ckpt if workload.grad_checkpointing else without))
     # Neither Liger's fused cross-entropy nor TRL's chunked LM head allocates logits-sized loss blocks to cache.
-    fused = liger_modelled(workload) or script_facts(workload.script).fused_lm_head
+    fused = liger_fused_loss(workload) or script_facts(workload.script).fused_lm_head
     loss_gb = 0.0 if fused else LOSS_BACKWARD_BYTES * model.vocab_size * workload.seq_len * workload.micro_batch
     framework = catalog.strategy(strategy).framework
     return max(fragmented, loss_phase_gb + LOSS_RESERVE[framework] * loss_gb / 1e9)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from generator.estimate.scripts import liger_kernels, liger_modelled
+from generator.estimate.scripts import liger_fused_loss, liger_kernels
 from generator.estimate.types import Workload
 from generator.model.types import ModelSpec
 
@@ -68,7 +68,7 @@ def pass_bytes(model: ModelSpec, workload: Workload) -> PassBytes:
         per_layer = _fused(model, swiglu_fused=not model.num_experts)
     else:
         per_layer = _eager(model)
-    vocab = LIGER_LOSS_BYTES_PER_VOCAB if liger_modelled(workload) else LOSS_BYTES_PER_VOCAB
+    vocab = LIGER_LOSS_BYTES_PER_VOCAB if liger_fused_loss(workload) else LOSS_BYTES_PER_VOCAB
     return PassBytes(per_layer, ELEMENTWISE_BACKWARD_RATIO * per_layer, vocab * model.vocab_size)
 
 

@@ -154,7 +154,7 @@ def liger_kernels(workload) -> bool:
     return bool(workload.liger)
 
 
-def liger_modelled(workload) -> bool:
+def liger_fused_loss(workload) -> bool:
     """Whether Liger's fused linear cross-entropy is estimated (the loss that never builds the logits): train.py and
     a loop calling `_apply_liger_kernel_to_instance`. The Trainer's `use_liger_kernel` turns it off and keeps TRL's own
     chunked LM-head loss (ScriptFacts.fused_lm_head prices that one)."""
