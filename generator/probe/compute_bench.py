@@ -58,6 +58,12 @@ class Clock:
         return statistics.median(times)
 
 
+def per_layer(shallow: tuple[float, float], deep: tuple[float, float], span: int) -> tuple[float, float]:
+    """(forward, forward + backward) seconds per layer from two depths' timings, `span` layers apart: what the two
+    share (embedding, mask, lm_head, loss) drops out; noise below zero reads as zero."""
+    return max(deep[0] - shallow[0], 0.0) / span, max(deep[1] - shallow[1], 0.0) / span
+
+
 def _operands(g: Gemm, device: str, dtype):
     """bf16 operands laid out as autograd hands them to the GEMM: fwd x @ W^T (W stored [N, K]), dgrad dY @ W,
     wgrad dY^T @ X."""

@@ -21,7 +21,7 @@ import time
 import torch
 from torch import nn
 
-from generator.probe.compute_bench import Clock
+from generator.probe.compute_bench import Clock, per_layer
 
 HIDDEN, HEADS, KV_HEADS, HEAD_DIM, INTER, TOKENS, LAYERS = 128, 4, 2, 32, 256, 64, 8
 
@@ -172,8 +172,7 @@ def _hf_row(clock: Clock, variant: str, compiled: bool) -> dict:
         per[depth] = (_wall(clock, forward), _wall(clock, both))
         del model
     span = LAYERS - 2
-    fwd = max(per[LAYERS][0] - per[2][0], 0.0) / span
-    total = max(per[LAYERS][1] - per[2][1], 0.0) / span
+    fwd, total = per_layer(per[2], per[LAYERS], span)
     return {"variant": variant, "compiled": compiled, "layers": span, "tokens": TOKENS, "layer": "transformers",
             "fwd_ms_per_layer": round(fwd * 1e3, 4), "fwdbwd_ms_per_layer": round(total * 1e3, 4)}  # fmt: skip
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from generator.probe.compute_bench import Clock
+from generator.probe.compute_bench import Clock, per_layer
 
 DEPTHS = (1, 3)
 CUDA_TOKENS = (2, 4096)
@@ -56,7 +56,6 @@ def _per_layer_ms(clock: Clock, cfg: dict, variant: str, tokens: tuple[int, int]
 
     cpu = clock.device != "cuda"
     times: dict[int, tuple[float, float]] = {}
-    dims: dict = {}
     for depth in DEPTHS:
         config = _config(cfg, depth, cpu)
         with torch.device(clock.device):
@@ -74,16 +73,14 @@ def _per_layer_ms(clock: Clock, cfg: dict, variant: str, tokens: tuple[int, int]
             body.zero_grad(set_to_none=True)
 
         times[depth] = (clock.time(forward), clock.time(both))
-        dims = {"hidden": config.hidden_size, "intermediate": config.intermediate_size,
-                "heads": config.num_attention_heads, "kv_heads": config.num_key_value_heads,
-                "experts": getattr(config, "num_local_experts", 0) or getattr(config, "num_experts", 0) or 0,
-                "top_k": getattr(config, "num_experts_per_tok", 0) or 0}  # fmt: skip
         del model, body, x, grad
         if clock.device == "cuda":
             torch.cuda.empty_cache()
-    span = DEPTHS[1] - DEPTHS[0]
-    fwd = max(times[DEPTHS[1]][0] - times[DEPTHS[0]][0], 0.0) / span
-    both = max(times[DEPTHS[1]][1] - times[DEPTHS[0]][1], 0.0) / span
+    dims = {"hidden": config.hidden_size, "intermediate": config.intermediate_size,
+            "heads": config.num_attention_heads, "kv_heads": config.num_key_value_heads,
+            "experts": getattr(config, "num_local_experts", 0) or getattr(config, "num_experts", 0) or 0,
+            "top_k": getattr(config, "num_experts_per_tok", 0) or 0}  # fmt: skip
+    fwd, both = per_layer(times[DEPTHS[0]], times[DEPTHS[1]], DEPTHS[1] - DEPTHS[0])
     return fwd * 1e3, both * 1e3, dims
 
 
