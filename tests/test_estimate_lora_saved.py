@@ -20,6 +20,9 @@ from generator.model import spec_from_config  # noqa: E402
 SEQ = 512
 LAYERS = 4
 TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]  # bench/scripts/common.py
+TINY = dict(vocab_size=1000, hidden_size=256, num_hidden_layers=LAYERS, num_attention_heads=8, num_key_value_heads=2,
+            max_position_embeddings=SEQ, tie_word_embeddings=False, use_cache=False)  # fmt: skip
+"""The counted models' shared widths (each test's config adds its MLP width, window or experts)."""
 
 
 class _Box:
@@ -74,18 +77,7 @@ def tiny(method: str, load_dtype: str, window: int | None, targets=TARGETS, drop
     from transformers import MistralConfig, MistralForCausalLM
 
     torch.manual_seed(0)
-    cfg = MistralConfig(
-        vocab_size=1000,
-        hidden_size=256,
-        intermediate_size=896,
-        num_hidden_layers=LAYERS,
-        num_attention_heads=8,
-        num_key_value_heads=2,
-        max_position_embeddings=SEQ,
-        sliding_window=window,
-        tie_word_embeddings=False,
-        use_cache=False,
-    )
+    cfg = MistralConfig(**TINY, intermediate_size=896, sliding_window=window)
     model = MistralForCausalLM._from_config(cfg, attn_implementation="sdpa").to(
         torch.bfloat16 if load_dtype == "bf16" else torch.float32
     )

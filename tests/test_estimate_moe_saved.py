@@ -13,27 +13,14 @@ pytest.importorskip("peft")
 from generator.estimate import Workload  # noqa: E402
 from generator.estimate.activations import activation_terms  # noqa: E402
 from generator.model import spec_from_config  # noqa: E402
-from tests.test_estimate_lora_saved import LAYERS, SEQ, plain_loop_inputs, saved_bytes_per_layer  # noqa: E402
+from tests.test_estimate_lora_saved import LAYERS, SEQ, TINY, plain_loop_inputs, saved_bytes_per_layer  # noqa: E402
 
 
 def tiny_mixtral(method: str):
     from transformers import MixtralConfig, MixtralForCausalLM
 
     torch.manual_seed(0)
-    cfg = MixtralConfig(
-        vocab_size=1000,
-        hidden_size=256,
-        intermediate_size=384,
-        num_hidden_layers=LAYERS,
-        num_attention_heads=8,
-        num_key_value_heads=2,
-        num_local_experts=4,
-        num_experts_per_tok=2,
-        max_position_embeddings=SEQ,
-        sliding_window=None,
-        tie_word_embeddings=False,
-        use_cache=False,
-    )
+    cfg = MixtralConfig(**TINY, intermediate_size=384, num_local_experts=4, num_experts_per_tok=2, sliding_window=None)
     if method == "qlora":  # train.py's path: the layer-by-layer NF4 random init, peft's k-bit preparation, LoRA
         pytest.importorskip("bitsandbytes")
         from peft import prepare_model_for_kbit_training
@@ -75,11 +62,7 @@ def test_dense_qlora_mlp_keeps_fp32_intermediates():
     from tests.test_estimate_lora_saved import TARGETS
     from training.qlora import quantised_random_model, quantization_config
 
-    cfg = MistralConfig(
-        vocab_size=1000, hidden_size=256, intermediate_size=896, num_hidden_layers=LAYERS, num_attention_heads=8,
-        num_key_value_heads=2, max_position_embeddings=SEQ, sliding_window=None, tie_word_embeddings=False,
-        use_cache=False,
-    )  # fmt: skip
+    cfg = MistralConfig(**TINY, intermediate_size=896, sliding_window=None)
     torch.manual_seed(0)
     model = prepare_model_for_kbit_training(
         quantised_random_model(cfg, "cpu", quantization_config(), "sdpa"), use_gradient_checkpointing=False
