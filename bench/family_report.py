@@ -56,7 +56,7 @@ def section(held_mem: list, held_tput: list, table) -> list[str]:
     """The markdown lines (none without family rows); `table` is report.py's table writer."""
     if not any(m[0].model != ANCHOR_MODEL for m in held_mem) and not any(t[0].model != ANCHOR_MODEL for t in held_tput):
         return []
-    md = ["", "## Families beyond Mistral (issue 26: held out)", ""]
+    md = ["", "## Families beyond Mistral (held out)", ""]
     md += table(
         ["metric", "target", "families: mean abs error", "Mistral validation rows"], mae_rows(held_mem, held_tput)
     )

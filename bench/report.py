@@ -152,7 +152,7 @@ def fp8_curves_section(files: dict[str, dict]) -> tuple[list[str], list]:
         ]
     if not md:
         return [], []
-    head = ["", "## Float8 loss and gradient-norm curves (issue 20)", "", f"![fp8 curves]({PLOTS['fp8_curves']})", ""]
+    head = ["", "## Float8 loss and gradient-norm curves", "", f"![fp8 curves]({PLOTS['fp8_curves']})", ""]
     tail = [
         "Both precisions memorise the synthetic data (1000 templated examples of ~54 tokens: 200 steps of 2048 tokens "
         "pass over them 7 to 8 times), so the later windows measure how fast each run memorises, not how well it "

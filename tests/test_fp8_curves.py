@@ -98,7 +98,7 @@ def test_report_section_comes_from_the_results_files_and_is_absent_without_them(
 
     lines, panels = report.fp8_curves_section(load_files())
     text = "\n".join(lines)
-    assert "## Float8 loss and gradient-norm curves (issue 20)" in text and "](report-fp8-curves.png)" in text
+    assert "## Float8 loss and gradient-norm curves" in text and "](report-fp8-curves.png)" in text
     assert "| lora | 121-200 | largest MA20 gap fp8 - bf16 vs bf16 noise | +0.042 (step 121) | 0.022 | FAIL |" in text
     assert [sorted(runs) for _, runs in panels] == [["bf16", "fp8"], ["bf16", "fp8"]]
     assert report.fp8_curves_section({"x.json": {"cells": {}}}) == ([], [])
