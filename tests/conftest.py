@@ -1,8 +1,27 @@
-"""Suite-wide isolation: no test may read or write the user's calibration cache (plan applies it when present)."""
+"""Suite-wide isolation: no test may read or write the user's calibration cache (plan applies it when present), and
+every process a test launches starts with standard input, output and error open."""
 
 import os
 
 import pytest
+
+
+def _reopen_closed_standard_fds() -> None:
+    """CI runs the suite with standard input closed. Then the first pipe a test makes is fd 0, a launched process
+    inherits no stdin, and the first socket it opens (a rendezvous store, say) becomes its fd 0, which its own workers
+    inherit as theirs: the two-launcher loopback test hung that way in 2 of 3 runs with `<&-`. /dev/null fills the
+    gap before anything opens a pipe."""
+    for fd, mode in ((0, os.O_RDONLY), (1, os.O_WRONLY), (2, os.O_WRONLY)):
+        try:
+            os.fstat(fd)
+        except OSError:
+            opened = os.open(os.devnull, mode)
+            if opened != fd:  # a lower descriptor was closed too: it took that one
+                os.dup2(opened, fd)
+                os.close(opened)
+
+
+_reopen_closed_standard_fds()
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -24,6 +24,7 @@ import shlex
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -37,6 +38,7 @@ DATA = ROOT / "recipes" / "data" / "synthetic_instruct.jsonl"
 STEPS = 4
 EXTRA = ["--init", "random", "--dataset", str(DATA), "--max-steps", str(STEPS), "--warmup-steps", "1", "--lr", "3e-3"]
 EXTRA += ["--no-export"]
+LAUNCH_TIMEOUT_S = 180  # about 15 s here; CI's two cores run the rest of the suite's leftovers too
 
 
 def free_port() -> int:
@@ -72,6 +74,10 @@ def with_rank(cmd: list[str], rank: int) -> list[str]:
     return [*cmd[: i + 1], str(rank), *cmd[i + 2 :]]
 
 
+def tails(logs: list[Path]) -> str:
+    return "\n".join(f"--- machine rank {r}:\n{log.read_text()[-2500:]}" for r, log in enumerate(logs))
+
+
 def losses(out: Path) -> tuple[dict, list[float]]:
     recs = [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines()]
     start = next(r for r in recs if r.get("event") == "start")
@@ -98,27 +104,31 @@ def test_two_machines_on_loopback_train_and_agree_with_one_process(tiny):
     assert (tiny / "two.slurm.sh").exists()
     assert cmd[cmd.index("--rdzv_backend") + 1] == "static" and "--same_network" in cmd
 
-    procs = [
-        subprocess.Popen(
-            [*with_rank(cmd, rank), *EXTRA, "--output-dir", str(tiny / f"out{rank}")],
-            cwd=ROOT,
-            env=env(),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )  # fmt: skip
-        for rank in (0, 1)
-    ]
+    # Each launcher writes to its own file and reads /dev/null: waiting on one rank's pipe while the other's fills
+    # would stall that rank inside a collective (a deadlock, not a failure), and a runner with no standard input
+    # would otherwise hand one launcher the other's pipe as its stdin (CI runs with none).
+    logs = [tiny / f"launcher{rank}.log" for rank in (0, 1)]
+    procs = []
+    for rank, log in zip((0, 1), logs, strict=True):
+        with log.open("w") as sink:
+            procs.append(subprocess.Popen(
+                [*with_rank(cmd, rank), *EXTRA, "--output-dir", str(tiny / f"out{rank}")], cwd=ROOT, env=env(),
+                stdin=subprocess.DEVNULL, stdout=sink, stderr=subprocess.STDOUT,
+            ))  # fmt: skip
+    deadline = time.monotonic() + LAUNCH_TIMEOUT_S
     try:
-        results = [p.communicate(timeout=90) for p in procs]
+        for p in procs:
+            p.wait(timeout=max(1.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"the two launchers did not finish in {LAUNCH_TIMEOUT_S} s:\n" + tails(logs))
     finally:
         for p in procs:
             if p.poll() is None:
                 p.kill()
                 p.wait()
-    for rank, (p, (out, _)) in enumerate(zip(procs, results, strict=True)):
-        assert p.returncode == 0, f"machine rank {rank}:\n{out[-3000:]}"
-    assert "summary" in results[0][0]  # rank 0 finished the loop and printed the summary
+    for rank, p in enumerate(procs):
+        assert p.returncode == 0, f"machine rank {rank} exited {p.returncode}:\n" + tails(logs)
+    assert "summary" in logs[0].read_text()  # rank 0 finished the loop and printed the summary
     start, multi = losses(tiny / "out0")
     assert (start["world_size"], start["grad_accum"]) == (2, 2)
     assert len(multi) == STEPS
@@ -127,7 +137,7 @@ def test_two_machines_on_loopback_train_and_agree_with_one_process(tiny):
     _, single_cmd = plan(tiny, "one")
     proc = subprocess.run(
         [*single_cmd, *EXTRA, "--output-dir", str(tiny / "single")], cwd=ROOT, env=env(), capture_output=True,
-        text=True, timeout=90,
+        stdin=subprocess.DEVNULL, text=True, timeout=LAUNCH_TIMEOUT_S,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     start1, single = losses(tiny / "single")
