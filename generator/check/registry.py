@@ -7,6 +7,7 @@ from generator.check import (
     rules_fsdp,
     rules_gpus,
     rules_memory,
+    rules_model,
     rules_multinode,
     rules_parallel,
     rules_schema,
@@ -25,6 +26,7 @@ RULES = [
     *rules_multinode.RULES,
     *rules_topology.RULES,
     *rules_sharding.RULES,
+    *rules_model.RULES,
     *rules_memory.RULES,
     *rules_parallel.RULES,
 ]

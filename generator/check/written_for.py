@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import shlex
 
+from generator.estimate.attention import ATTN_IMPLEMENTATION
 from generator.estimate.types import Workload
 
 _WORKLOAD = re.compile(
@@ -62,8 +63,8 @@ def written_for(text: str) -> tuple[str, Workload] | None:
         lora_targets=parse_lora_targets(targets) if targets else facts.lora_targets,
         lora_dropout=facts.lora_dropout,
         liger=flag("--use_liger_kernel", "False") == "True" if trl else "--liger" in argv,
-        attention="flex" if "flex_attention" in (flag("--attn-implementation", ""), flag("--attn_implementation", ""))
-        else _header_attention(head),
+        attention=_attention(flag("--attn-implementation", "") or flag("--attn_implementation", "")) or
+        _header_attention(head),
         script=facts.name,
         precision=flag("--precision", "bf16"),
         grad_as_bucket_view=facts.grad_as_bucket_view,
@@ -91,7 +92,12 @@ def _until_flag(words: list[str]) -> list[str]:
 _ATTENTION = re.compile(r"from_pretrained\(\.\.\., dtype=\S+, attn_implementation='(?P<attn>\w+)'\)")
 
 
+def _attention(attn_implementation: str) -> str | None:
+    """Workload.attention of a transformers attn_implementation name (None for one the estimator does not price)."""
+    return {name: kernel for kernel, name in ATTN_IMPLEMENTATION.items()}.get(attn_implementation)
+
+
 def _header_attention(head: str) -> str:
     """A custom loop's attention from its settings line (from_pretrained(..., attn_implementation='...'))."""
     found = _ATTENTION.search(head)
-    return "flex" if found and found.group("attn") == "flex_attention" else "sdpa"
+    return (_attention(found.group("attn")) if found else None) or "sdpa"

@@ -75,9 +75,10 @@ def register(subparsers, verb: str, help_text: str) -> argparse.ArgumentParser:
     )
     w.add_argument(
         "--attention",
-        choices=("auto", "sdpa", "flex"),
+        choices=("auto", "sdpa", "flex", "eager"),
         default="auto",
-        help="Attention kernel (default auto: the faster predicted); flex skips what packing and the window mask out.",
+        help="Attention kernel (default auto: the faster predicted among those the architecture has); flex skips what "
+        "packing and the window mask out; eager materialises every score.",
     )
     # --dataset (add_trial_args: the trial's data) also sets --doc-tokens from its examples (bytes/4, approximate).
     w.add_argument(

@@ -6,6 +6,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 
 from generator.emit.script_cli import custom_words, trainer_words
+from generator.estimate.attention import ATTN_IMPLEMENTATION
 from generator.estimate.scripts import ALL_LINEAR, lora_modules
 from generator.estimate.types import DEFAULT_LOAD_DTYPE
 from generator.model.presets import PRESET_HUB_IDS
@@ -39,8 +40,8 @@ def train_args(plan: Plan) -> list[str]:
         args += ["--load-dtype", w.load_dtype]
     if w.liger:
         args.append("--liger")
-    if w.attention == "flex":
-        args += ["--attn-implementation", "flex_attention"]
+    if w.attention != "sdpa":  # train.py's default
+        args += ["--attn-implementation", ATTN_IMPLEMENTATION[w.attention]]
     if w.precision == "fp8":  # train.py converts the Linears with torchao itself (docs/fp8.md); the YAML stays bf16
         args += ["--precision", "fp8"]
     return args

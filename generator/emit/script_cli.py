@@ -8,6 +8,7 @@ as a module (`accelerate launch -m trl.scripts.sft`), so the installed file runs
 from __future__ import annotations
 
 from generator.catalog import strategies as catalog
+from generator.estimate.attention import ATTN_IMPLEMENTATION
 from generator.estimate.scripts import lora_modules, script_facts
 from generator.model.presets import PRESET_HUB_IDS
 from generator.plan.types import Plan
@@ -41,7 +42,7 @@ def trl_args(plan: Plan) -> list[str]:
         "--gradient_accumulation_steps", str(w.grad_accum),
         # SFTConfig defaults it to True: always say which
         "--gradient_checkpointing", str(trl_ckpt),
-        "--attn_implementation", "flex_attention" if w.attention == "flex" else "sdpa",
+        "--attn_implementation", ATTN_IMPLEMENTATION[w.attention],
         "--bf16", "True",
     ]  # fmt: skip
     if w.method != "full":
@@ -80,7 +81,7 @@ def loop_settings(plan: Plan) -> list[str]:
         return []
     w = plan.workload
     dtype = "torch.float32" if w.load_dtype == "fp32" else "torch.bfloat16"
-    attn = "flex_attention" if w.attention == "flex" else "sdpa"
+    attn = ATTN_IMPLEMENTATION[w.attention]
     if not w.grad_checkpointing:
         ckpt = "activation checkpointing off"
     elif fsdp_checkpoints(plan):

@@ -21,6 +21,9 @@ from generator.model.types import ModelSpec
 
 KERNELS = ("sdpa", "flex", "eager")
 """Workload.attention values (train.py --attn-implementation sdpa | flex_attention | eager)."""
+ATTN_IMPLEMENTATION = {"sdpa": "sdpa", "flex": "flex_attention", "eager": "eager"}
+"""Workload.attention -> transformers' attn_implementation, the spelling train.py's --attn-implementation, TRL's
+--attn_implementation and from_pretrained take."""
 FLEX_BLOCK_TOKENS = 128
 """flex_attention's tile (transformers' block mask: 128 x 128)."""
 

@@ -173,7 +173,8 @@ def with_script_levers(workload, script: str):
         script=script,
         precision=workload.precision if facts.fp8 else "bf16",
         compiled_layers=workload.compiled_layers and facts.fp8,
-        attention=workload.attention if workload.attention in facts.attentions else "sdpa",
+        # eager: every script loads it (the fallback where the architecture has neither SDPA nor flex)
+        attention=workload.attention if workload.attention in (*facts.attentions, "eager") else "sdpa",
         liger=workload.liger and facts.liger != "none",
         grad_as_bucket_view=facts.grad_as_bucket_view,
         lora_dropout=facts.lora_dropout,

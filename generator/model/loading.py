@@ -64,7 +64,7 @@ def _spec_by_meta(config: dict, name: str) -> ModelSpec:
     for key in ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size"):
         if not config.get(key):
             raise UserError(f"{name}: config.json has no '{key}', so its memory cannot be estimated")
-    total, experts_total = meta_counts(config)
+    total, experts_total, attentions = meta_counts(config)
     experts = next((int(config[k]) for k in EXPERT_COUNT_KEYS if config.get(k)), 0) if experts_total else 0
     top_k = int(config.get("num_experts_per_tok") or 0) if experts else 0
     idle = experts_total * (experts - top_k) // experts if experts and top_k else 0
@@ -97,6 +97,7 @@ def _spec_by_meta(config: dict, name: str) -> ModelSpec:
         matmul_params_active=total - embed + (embed if tie else 0) - idle,
         num_experts=experts,
         experts_per_token=top_k,
+        attentions=attentions,
     )
 
 

@@ -3,16 +3,27 @@ counter does not know. Imports torch/transformers lazily, so it is never on the 
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
+
+class MetaCounts(NamedTuple):
+    total: int
+    """Every parameter, a tied weight once."""
+    experts: int
+    """Parameters of fused MoE experts: those of 3 or more dimensions (transformers 5 holds an MoE layer's experts
+    as [experts, out, in] tensors of one module); none for a dense model."""
+    attentions: tuple[str, ...]
+    """Attention kernels the model class loads with (ModelSpec.attentions): eager, plus sdpa and flex where its
+    _supports_sdpa / _supports_flex_attn say so."""
+
 
 def count_params_meta(config_dict: dict) -> int:
     """Exact parameter count (tied weights once) of AutoModelForCausalLM built from `config_dict` with no memory."""
-    return meta_counts(config_dict)[0]
+    return meta_counts(config_dict).total
 
 
-def meta_counts(config_dict: dict) -> tuple[int, int]:
-    """(all parameters, those in fused MoE experts) of the model built on the meta device. Fused experts are the
-    parameters of 3 or more dimensions (transformers 5 holds an MoE layer's experts as [experts, out, in] tensors of
-    one module); a dense model has none."""
+def meta_counts(config_dict: dict) -> MetaCounts:
+    """Counts and attention kernels of the model built on the meta device."""
     from accelerate import init_empty_weights
     from transformers import AutoConfig, AutoModelForCausalLM
 
@@ -27,4 +38,7 @@ def meta_counts(config_dict: dict) -> tuple[int, int]:
     model.tie_weights()
     # parameters() yields a tied weight once.
     params = list(model.parameters())
-    return sum(p.numel() for p in params), sum(p.numel() for p in params if p.dim() >= 3)
+    cls = type(model)
+    supported = {"sdpa": cls._supports_sdpa, "flex": cls._supports_flex_attn, "eager": True}
+    attentions = tuple(kernel for kernel, ok in supported.items() if ok)
+    return MetaCounts(sum(p.numel() for p in params), sum(p.numel() for p in params if p.dim() >= 3), attentions)

@@ -38,3 +38,7 @@ class ModelSpec:
     num_experts: int = 0
     experts_per_token: int = 0
     sliding_window: int | None = None
+    attentions: tuple[str, ...] = ("sdpa", "flex", "eager")
+    """Attention kernels transformers lets this architecture load with, as Workload.attention values: its model
+    class's _supports_sdpa and _supports_flex_attn (eager always). Gemma-2 and GPT-OSS have no SDPA path (logit
+    softcapping, attention sinks), OLMoE and GPT-2 no flex; the llama family has all three."""

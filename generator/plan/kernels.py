@@ -4,12 +4,14 @@ open, the tie-break among them, and the reasons the plan gives in words."""
 from __future__ import annotations
 
 from generator.catalog.liger import liger_not_planned, liger_plannable
+from generator.errors import UserError
+from generator.estimate.attention import ATTN_IMPLEMENTATION
 from generator.estimate.scripts import script_facts
+from generator.model.types import ModelSpec
 from generator.plan.rows import Row
 from generator.plan.types import PlanRequest
 
-KERNEL_ATTENTION = ("sdpa", "flex")
-"""--attention values the planner chooses among under auto (train.py --attn-implementation sdpa | flex_attention)."""
+KERNEL_NAMES = {"sdpa": "SDPA", "flex": "flex_attention", "eager": "eager attention"}
 
 
 FLEX_COMPILE_NOTE = (
@@ -19,15 +21,35 @@ FLEX_COMPILE_NOTE = (
 )
 
 
-def kernel_options(request: PlanRequest, model_type: str | None = None) -> list[tuple[str, bool]]:
-    """(attention, liger) pairs worth estimating, among the levers the script has (ScriptFacts.attentions, .liger):
-    an explicit --attention / --liger is the user declaring what their script does. flex needs a GPU and torch >= 2.5,
-    which a plan for GPUs may assume; Liger only where it is importable where the job runs (request.liger_installed)
-    and known to work on the architecture (catalog.liger: measured, or the measured kernels)."""
+def attentions_to_estimate(request: PlanRequest, model: ModelSpec) -> tuple[str, ...]:
+    """The attention kernels to estimate: the script's (ScriptFacts.attentions) that the architecture loads with
+    (ModelSpec.attentions), or eager where it has none of them (every transformers model has eager). An explicit
+    --attention the architecture does not have is a user error: transformers would refuse it at load."""
+    if request.attention != "auto":
+        if request.attention not in model.attentions:
+            raise UserError(unsupported_attention(model, request.attention))
+        return (request.attention,)
+    return tuple(a for a in script_facts(request.script).attentions if a in model.attentions) or ("eager",)
+
+
+def unsupported_attention(model: ModelSpec, attention: str) -> str:
+    others = " or ".join(f"--attention {a}" for a in model.attentions)
+    return (
+        f"{model.model_type} has no {KERNEL_NAMES[attention]} in transformers (its model class does not support "
+        f"attn_implementation={ATTN_IMPLEMENTATION[attention]!r}): use {others}"
+    )
+
+
+def kernel_options(request: PlanRequest, model: ModelSpec) -> list[tuple[str, bool]]:
+    """(attention, liger) pairs worth estimating, among the levers the script has (ScriptFacts.attentions, .liger)
+    and the kernels the architecture loads with (attentions_to_estimate): an explicit --attention / --liger is the user
+    declaring what their script does. flex needs a GPU and torch >= 2.5, which a plan for GPUs may assume; Liger
+    only where it is importable where the job runs (request.liger_installed) and known to work on the architecture
+    (catalog.liger: measured, or the measured kernels)."""
     facts = script_facts(request.script)
-    attentions = facts.attentions if request.attention == "auto" else (request.attention,)
+    attentions = attentions_to_estimate(request, model)
     # the Trainer's Liger is its kernels with TRL's own loss kept (estimate.scripts.liger_kernels): chosen on that
-    may = request.liger_installed and facts.liger != "none" and (model_type is None or liger_plannable(model_type))
+    may = request.liger_installed and facts.liger != "none" and liger_plannable(model.model_type)
     ligers = (request.liger,) if request.liger is not None else (False, True)[: 1 + may]
     return [(a, lg) for a in attentions for lg in ligers]
 
@@ -51,12 +73,19 @@ def _same_but(row: Row, rows: list[Row], **changes) -> Row | None:
     return None
 
 
-def kernel_reasons(request: PlanRequest, chosen: Row, rows: list[Row], model_type: str | None = None) -> list[str]:
+def kernel_reasons(request: PlanRequest, chosen: Row, rows: list[Row], model: ModelSpec) -> list[str]:
     w = chosen.option.workload
     tps = chosen.estimate.tokens_per_s_per_gpu
     out = []
-    name = "flex_attention" if w.attention == "flex" else "SDPA"
-    if request.attention == "auto" and len(script_facts(request.script).attentions) == 1:
+    name = KERNEL_NAMES[w.attention]
+    lacking = [a for a in script_facts(request.script).attentions if a not in model.attentions]
+    if request.attention == "auto" and lacking:
+        missing = " or ".join(KERNEL_NAMES[a] for a in lacking)
+        out.append(
+            f"attention: {name}: {model.model_type} has no {missing} in transformers (its model class does not "
+            f"support it), so the plan prices {name}"
+        )
+    elif request.attention == "auto" and len(script_facts(request.script).attentions) == 1:
         out.append(
             f"attention: {name}, what a plain loop's from_pretrained uses (--attention flex if your loop loads the "
             "model with attn_implementation='flex_attention')"
@@ -84,8 +113,8 @@ def kernel_reasons(request: PlanRequest, chosen: Row, rows: list[Row], model_typ
             "documents assumed to fill each sequence (flex's least favourable case); --doc-tokens N or "
             "--dataset FILE refines it"
         )
-    if request.liger is None and model_type is not None and not liger_plannable(model_type):
-        out.append(liger_not_planned(model_type))
+    if request.liger is None and not liger_plannable(model.model_type):
+        out.append(liger_not_planned(model.model_type))
     elif request.liger is None and request.liger_installed:
         other = _same_but(chosen, rows, liger=not w.liger)
         if other is not None:

@@ -98,7 +98,7 @@ def make_plan(
     # The reasons compare the choice with rows in its own precision; the precision line compares across.
     same = _in_precision(rows, chosen)
     why = reasons.explain(request, chosen, _in_precision(fitting, chosen), same, inter_reason, GPU_COUNT_TOLERANCE)
-    why += kernel_reasons(request, chosen, same, model.model_type) + _liger_gain(model, request, chosen, engines)
+    why += kernel_reasons(request, chosen, same, model) + _liger_gain(model, request, chosen, engines)
     why += precision_reasons(model, request, chosen, engines)
     why += [why_parallel] if why_parallel and not forced else []
     if request.strategy != "auto":
@@ -232,9 +232,7 @@ def evaluate(topology, model, request, choices, inter, engines: Engines) -> tupl
         if why:
             problems.append(why)
         precisions = precision_options(request, placement.gpu_name)
-        for batch, (attention, liger), precision in product(
-            batches, kernel_options(request, model.model_type), precisions
-        ):
+        for batch, (attention, liger), precision in product(batches, kernel_options(request, model), precisions):
             workload = Workload(
                 method=request.method,
                 seq_len=request.seq_len,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from generator.errors import UserError, require_at_least_one
+from generator.estimate.attention import KERNELS
 from generator.estimate.scripts import SCRIPTS
 from generator.estimate.types import LOAD_DTYPES, METHODS, STRATEGIES
 from generator.plan.fabrics import FABRICS
@@ -17,7 +18,7 @@ def check_request(request: PlanRequest) -> None:
     _one_of("--grad-checkpointing", r.grad_checkpointing, ("auto", "on", "off"))
     _one_of("--load-dtype", r.load_dtype, ("auto", *LOAD_DTYPES))
     _one_of("--optimizer", r.optimizer, ("adamw", "adamw8bit"))
-    _one_of("--attention", r.attention, ("auto", "sdpa", "flex"))
+    _one_of("--attention", r.attention, ("auto", *KERNELS))
     _one_of("--script", r.script, SCRIPTS)
     _one_of("--precision", r.precision, PRECISION_CHOICES)
     if request_problem(r):

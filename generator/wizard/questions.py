@@ -8,7 +8,7 @@ from dataclasses import replace
 from generator.estimate.scripts import parse_lora_targets
 from generator.plan.fabrics import FABRICS
 from generator.plan.types import PlanRequest
-from generator.ui.installed import installed_fields
+from generator.wizard.kernels import answered_attentions, kernel_choices, kernel_fields
 from generator.wizard.precision import precision_fields
 from generator.wizard.runner import Answers, QuestionSpec
 from generator.wizard.validators import (
@@ -117,7 +117,13 @@ QUESTIONS: tuple[QuestionSpec, ...] = (
         default="default",
         when=lambda a: a["method"] != "full",
     ),
-    QuestionSpec("kernels", "select", "Kernels?", lambda a: kernel_choices(a["script"]), default="auto"),
+    QuestionSpec(
+        "kernels",
+        "select",
+        "Kernels?",
+        lambda a: kernel_choices(a["script"], answered_attentions(a["model"])),
+        default="auto",
+    ),
     QuestionSpec(
         "doc_tokens",
         "text",
@@ -189,39 +195,6 @@ SCRIPT_PATH_PROMPT = {
     "trainer": "Path of your script (empty: TRL's own trl.scripts.sft):",
     "custom": "Path of your training loop script (empty: a placeholder name in the launch line):",
 }
-
-
-def kernel_choices(script: str) -> list[tuple[str, str]]:
-    """The kernel levers `script` has (estimate.scripts.ScriptFacts), as answers kernel_fields understands."""
-    if script == "custom":  # the planner cannot switch kernels inside your loop: say what it does
-        return [
-            ("SDPA (from_pretrained's default)", "sdpa"),
-            ("My loop loads flex_attention", "flex"),
-            ("My loop applies Liger's kernels", "liger"),
-            ("Both: Liger and flex attention", "liger-flex"),
-        ]
-    auto = "The planner's pick: the fastest predicted that fits (flex attention" + (
-        ", Liger where installed)" if script == "train.py" else ", TRL's Liger kernels where installed)"
-    )
-    liger = (
-        "Liger kernels (pip install liger-kernel): less memory, so larger micro-batches fit"
-        if script == "train.py"
-        else "Liger kernels (use_liger_kernel; TRL keeps its own loss)"
-    )
-    return [
-        (auto, "auto"),
-        ("Standard: SDPA attention, nothing extra to install", "sdpa"),
-        (liger, "liger"),
-        ("Liger + flex attention", "liger-flex"),
-        ("Flex attention only", "flex"),
-    ]
-
-
-def kernel_fields(kernels: str) -> dict:
-    """PlanRequest fields of the kernels answer: auto leaves attention and Liger to the planner, as `plan` does."""
-    if kernels == "auto":
-        return {"attention": "auto", "liger": None, "liger_installed": installed_fields()["liger_installed"]}
-    return {"attention": "flex" if "flex" in kernels else "sdpa", "liger": "liger" in kernels}
 
 
 def request_from_answers(a: Answers) -> PlanRequest:

@@ -1,0 +1,18 @@
+"""Rules about the model the config trains: an attention kernel its architecture does not load with."""
+
+from __future__ import annotations
+
+from generator.check.types import CheckContext, Finding
+from generator.plan.kernels import unsupported_attention
+
+
+def attention_the_model_has(cfg: dict, ctx: CheckContext) -> list[Finding]:
+    """The attention kernel the command (or a custom loop's settings line) names, where the architecture has none of
+    it in transformers (ModelSpec.attentions): from_pretrained refuses it before the first step."""
+    if ctx.model is None or ctx.workload.attention in ctx.model.attentions:
+        return []
+    problem, fix = unsupported_attention(ctx.model, ctx.workload.attention).split(": use ", 1)
+    return [Finding("error", "attention", problem + ".", f"use {fix} (plan picks one).", "attention_the_model_has")]
+
+
+RULES = [attention_the_model_has]
