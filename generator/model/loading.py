@@ -56,40 +56,49 @@ EXPERT_WIDTH_KEYS = ("moe_intermediate_size",)
 
 
 def _spec_by_meta(config: dict, name: str) -> ModelSpec:
-    """Other architectures: exact total from meta-device counting, the rest from the usual config keys. An MoE
-    (issue 26): every parameter counts for memory, only the routed top-k share of the fused experts for compute;
-    shared experts and dense layers among the sparse ones count as dense matmuls (they are not 3-D experts)."""
+    """Other architectures: exact total from meta-device counting, the dimensions as transformers' config object
+    gives them (its own names for each family, the text config of a multimodal checkpoint). An MoE (issue 26): every
+    parameter counts for memory, only the routed top-k share of the fused experts for compute; shared experts and
+    dense layers among the sparse ones count as dense matmuls (they are not 3-D experts)."""
     from generator.model.meta import meta_counts
 
-    for key in ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size"):
-        if not config.get(key):
-            raise UserError(f"{name}: config.json has no '{key}', so its memory cannot be estimated")
-    total, experts_total, attentions = meta_counts(config)
-    experts = next((int(config[k]) for k in EXPERT_COUNT_KEYS if config.get(k)), 0) if experts_total else 0
-    top_k = int(config.get("num_experts_per_tok") or 0) if experts else 0
+    if not config.get("model_type"):
+        raise UserError(f"{name}: config.json has no 'model_type', so its architecture cannot be built")
+    total, experts_total, attentions, dims, layer_cls = meta_counts(config, name)
+    if not dims.get("num_attention_heads"):
+        raise UserError(
+            f"{name}: the config of {config['model_type']} names no attention heads (a state-space or recurrent "
+            "model, or a decoder nested where its config does not say): the estimator prices attention decoders only"
+        )
+    for key in ("hidden_size", "num_hidden_layers", "vocab_size"):
+        if not dims.get(key):
+            raise UserError(f"{name}: its config has no '{key}', so its memory cannot be estimated")
+    experts = next((int(dims[k]) for k in EXPERT_COUNT_KEYS if dims.get(k)), 0) if experts_total else 0
+    top_k = int(dims.get("num_experts_per_tok") or 0) if experts else 0
     idle = experts_total * (experts - top_k) // experts if experts and top_k else 0
-    h, layers, heads = config["hidden_size"], config["num_hidden_layers"], config["num_attention_heads"]
-    vocab, tie = config["vocab_size"], bool(config.get("tie_word_embeddings", False))
+    h, layers, heads = dims["hidden_size"], dims["num_hidden_layers"], dims["num_attention_heads"]
+    vocab, tie = dims["vocab_size"], bool(dims.get("tie_word_embeddings"))
     embed = vocab * h
     per_layer = (total - embed - (0 if tie else embed)) // layers
-    arch = (config.get("architectures") or ["DecoderLayer"])[0]
+    arch = (dims.get("architectures") or ["DecoderLayer"])[0]
+    layer_cls = layer_cls or arch.replace("ForCausalLM", "DecoderLayer")
     return ModelSpec(
         name=name,
         model_type=str(config.get("model_type")),
         hidden_size=h,
         num_layers=layers,
         num_heads=heads,
-        num_kv_heads=int(config.get("num_key_value_heads") or heads),
-        head_dim=int(config.get("head_dim") or h // heads),
+        num_kv_heads=int(dims.get("num_key_value_heads") or heads),
+        head_dim=int(dims.get("head_dim") or h // heads),
         intermediate_size=int(
-            next((config[k] for k in EXPERT_WIDTH_KEYS if experts and config.get(k)), 0)
-            or config.get("intermediate_size")
+            next((dims[k] for k in EXPERT_WIDTH_KEYS if experts and dims.get(k)), 0)
+            or dims.get("intermediate_size")
             or 4 * h
         ),
         vocab_size=vocab,
         tie_embeddings=tie,
-        max_seq_len=int(config.get("max_position_embeddings") or 4096),
-        decoder_layer_cls=arch.replace("ForCausalLM", "DecoderLayer"),
+        max_seq_len=int(dims.get("max_position_embeddings") or 4096),
+        decoder_layer_cls=layer_cls,
         params_total=total,
         params_per_layer=per_layer,
         params_embedding=embed,

@@ -1,9 +1,20 @@
-"""Parameter counting by instantiating a config on the meta device: the fallback for architectures the closed-form
-counter does not know. Imports torch/transformers lazily, so it is never on the planning path for known families."""
+"""Sizing by instantiating a config on the meta device: the fallback for architectures the closed-form counter does not
+know. Imports transformers lazily, so it is never on the planning path for known families."""
 
 from __future__ import annotations
 
 from typing import NamedTuple
+
+from generator.errors import UserError
+
+DIM_KEYS = (
+    "hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim", "intermediate_size",
+    "vocab_size", "max_position_embeddings", "tie_word_embeddings", "num_local_experts", "num_experts",
+    "n_routed_experts", "num_experts_per_tok", "moe_intermediate_size", "architectures",
+)  # fmt: skip
+"""The language model's dimensions, read through transformers' config object: its attribute_map resolves each family's
+own names (GPT-2's n_embd and n_layer, MPT's d_model), and a multimodal checkpoint (Gemma-3, Llama-4, Qwen3.5) keeps
+them in its text config."""
 
 
 class MetaCounts(NamedTuple):
@@ -15,6 +26,25 @@ class MetaCounts(NamedTuple):
     attentions: tuple[str, ...]
     """Attention kernels the model class loads with (ModelSpec.attentions): eager, plus sdpa and flex where its
     _supports_sdpa / _supports_flex_attn say so."""
+    dims: dict
+    """DIM_KEYS as the config object answers them (None where it has no such attribute)."""
+    layer_cls: str | None
+    """Class name of the language model's repeated decoder block (what FSDP wraps), found in the built model: a
+    multimodal checkpoint's architecture name says nothing of it."""
+
+
+def _dim(config, key: str):
+    """One dimension, the largest where it varies by layer (Gemma-3n's per-layer MLP widths as a list; Gemma-4's
+    per-layer configs, whose global attribute transformers refuses to read): memory is sized for the widest layer."""
+    try:
+        value = getattr(config, key, None)
+    except Exception:  # transformers' AmbiguousGlobalPerLayerAttributeError, and whatever a config computes lazily
+        layers = getattr(config, "per_layer_config", None) or []
+        values = [v for v in (_dim(layer, key) for layer in layers) if v is not None]
+        return max(values) if values else None
+    if isinstance(value, (list, tuple)) and value and all(isinstance(v, int) for v in value):
+        return max(value)
+    return value
 
 
 def count_params_meta(config_dict: dict) -> int:
@@ -22,17 +52,28 @@ def count_params_meta(config_dict: dict) -> int:
     return meta_counts(config_dict).total
 
 
-def meta_counts(config_dict: dict) -> MetaCounts:
-    """Counts and attention kernels of the model built on the meta device."""
+def meta_counts(config_dict: dict, name: str = "the model") -> MetaCounts:
+    """Counts, attention kernels and dimensions of the model built on the meta device. transformers failing to build
+    it (a model_type it does not know, a config it cannot complete) is one UserError line."""
+    import transformers
     from accelerate import init_empty_weights
     from transformers import AutoConfig, AutoModelForCausalLM
 
     cfg = dict(config_dict)
     model_type = cfg.pop("model_type")
     cfg = {k: v for k, v in cfg.items() if not k.startswith("_")}
-    config = AutoConfig.for_model(model_type, **cfg)
-    with init_empty_weights():
-        model = AutoModelForCausalLM.from_config(config)
+    try:
+        config = AutoConfig.for_model(model_type, **cfg)
+        # include_buffers: a module that fills a tensor in __init__ (DeepSeek-V3's, at 30 GB) would otherwise allocate
+        # it for real before init_empty_weights moves it to meta
+        with init_empty_weights(include_buffers=True):
+            model = AutoModelForCausalLM.from_config(config)
+    except Exception as exc:  # transformers' own checks: ValueError, KeyError, TypeError, AssertionError ...
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+        raise UserError(
+            f"{name}: transformers {transformers.__version__} cannot build model_type {model_type!r} from this "
+            f"config.json ({type(exc).__name__}: {first}); pass a complete config.json, or a preset"
+        ) from None
     # accelerate's init_empty_weights re-creates parameters on meta after transformers 5 tied them, so a tied lm_head
     # would be counted twice; tying again restores the shared Parameter (checked with transformers 5.x, test pins it).
     model.tie_weights()
@@ -41,4 +82,21 @@ def meta_counts(config_dict: dict) -> MetaCounts:
     cls = type(model)
     supported = {"sdpa": cls._supports_sdpa, "flex": cls._supports_flex_attn, "eager": True}
     attentions = tuple(kernel for kernel, ok in supported.items() if ok)
-    return MetaCounts(sum(p.numel() for p in params), sum(p.numel() for p in params if p.dim() >= 3), attentions)
+    text = config.get_text_config(decoder=True)
+    dims = {key: _dim(text, key) for key in DIM_KEYS}
+    dims["architectures"] = getattr(config, "architectures", None)
+    if dims["tie_word_embeddings"] is None:
+        dims["tie_word_embeddings"] = getattr(config, "tie_word_embeddings", False)
+    experts = sum(p.numel() for p in params if p.dim() >= 3)
+    return MetaCounts(sum(p.numel() for p in params), experts, attentions, dims, _decoder_layer_cls(model))
+
+
+def _decoder_layer_cls(model) -> str | None:
+    """The longest ModuleList of one class inside the language model (get_decoder: the text decoder of a multimodal
+    model, whose vision tower has a block list of its own)."""
+    decoder = model.get_decoder() if hasattr(model, "get_decoder") else model
+    blocks = [
+        m for m in decoder.modules()
+        if type(m).__name__ == "ModuleList" and len(m) and len({type(b) for b in m}) == 1
+    ]  # fmt: skip
+    return type(max(blocks, key=len)[0]).__name__ if blocks else None

@@ -1,0 +1,89 @@
+"""`plan --model DIR` for architectures beyond the llama family, each config.json the installed transformers' own
+defaults for that model_type (most are a released checkpoint's shape): sized through transformers' config object
+(GPT-2's n_embd, a multimodal checkpoint's text config, Gemma-3n's per-layer widths), built on the meta device without
+allocating (DeepSeek-V3 filled a 30 GB buffer for real before), FSDP's layer class found in the built model, and
+every architecture transformers cannot build, or that has no attention, refused in one line with no traceback."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from generator.errors import UserError
+from generator.model import load_model
+
+transformers = pytest.importorskip("transformers")
+from transformers import AutoConfig  # noqa: E402
+from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# model_type -> (FSDP's decoder layer class, what makes it a case)
+SIZED = {
+    "gpt2": ("GPT2Block", "n_embd / n_layer / n_head through the config's attribute_map"),
+    "mpt": ("MptBlock", "d_model / n_layers through the attribute_map, eager attention only"),
+    "gemma3": ("Gemma3DecoderLayer", "multimodal: dimensions in text_config, a vision tower beside the decoder"),
+    "llama4": ("Llama4TextDecoderLayer", "multimodal config, MoE text decoder"),
+    "gemma3n_text": ("Gemma3nTextDecoderLayer", "per-layer MLP widths given as a list"),
+    "deepseek_v3": ("DeepseekV3DecoderLayer", "671B: a buffer its __init__ fills must stay on meta"),
+    "phi3": ("Phi3DecoderLayer", "fused qkv and gate_up projections"),
+}
+REFUSED = {
+    "mamba": "names no attention heads",
+    "rwkv": "names no attention heads",
+}
+
+
+def _config_dir(tmp_path: Path, model_type: str) -> Path:
+    if model_type not in CONFIG_MAPPING_NAMES:
+        pytest.skip(f"transformers {transformers.__version__} has no {model_type}")
+    cfg = AutoConfig.for_model(model_type).to_dict()
+    cfg["model_type"] = model_type
+    (tmp_path / model_type).mkdir()
+    (tmp_path / model_type / "config.json").write_text(json.dumps(cfg, default=str))
+    return tmp_path / model_type
+
+
+@pytest.mark.parametrize("model_type", sorted(SIZED))
+def test_sized_with_its_decoder_layer_class(tmp_path, model_type):
+    spec = load_model(str(_config_dir(tmp_path, model_type)))
+    assert spec.decoder_layer_cls == SIZED[model_type][0]
+    assert spec.hidden_size > 0 and spec.num_heads > 0 and spec.num_layers > 0
+    assert 0 < spec.matmul_params_active <= spec.params_total
+    assert spec.params_total > spec.num_layers * spec.hidden_size**2  # at least the attention projections
+
+
+@pytest.mark.parametrize("model_type", sorted(REFUSED))
+def test_no_attention_is_one_user_error(tmp_path, model_type):
+    with pytest.raises(UserError, match=REFUSED[model_type]):
+        load_model(str(_config_dir(tmp_path, model_type)))
+
+
+def test_a_config_transformers_cannot_build_is_one_line(tmp_path):
+    d = tmp_path / "broken"
+    d.mkdir()
+    broken = {"model_type": "llama4_text", "hidden_size": 64, "num_hidden_layers": 1, "num_attention_heads": 3,
+              "head_dim": None, "vocab_size": 100}  # fmt: skip
+    (d / "config.json").write_text(json.dumps(broken))
+    done = subprocess.run(
+        [sys.executable, "-m", "generator", "plan", "--model", str(d), "--machine", "h200-sxm-2"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "cannot build model_type 'llama4_text'" in errors[0], done.stderr
+
+
+def test_a_multimodal_checkpoint_plans_fsdp_around_its_decoder_layers(tmp_path, capsys):
+    from generator.cli import main
+
+    d = _config_dir(tmp_path, "gemma3")
+    out = tmp_path / "g.yaml"
+    argv = ["plan", "--model", str(d), "--machine", "h200-sxm-2", "--strategy", "fsdp", "--output", str(out)]
+    assert main(argv) == 0
+    assert "fsdp_transformer_layer_cls_to_wrap: Gemma3DecoderLayer" in out.read_text()
