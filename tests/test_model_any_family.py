@@ -87,3 +87,40 @@ def test_a_multimodal_checkpoint_plans_fsdp_around_its_decoder_layers(tmp_path, 
     argv = ["plan", "--model", str(d), "--machine", "h200-sxm-2", "--strategy", "fsdp", "--output", str(out)]
     assert main(argv) == 0
     assert "fsdp_transformer_layer_cls_to_wrap: Gemma3DecoderLayer" in out.read_text()
+
+
+@pytest.mark.parametrize("script", ["trainer", "custom"])
+def test_default_lora_targets_the_model_lacks_become_all_linear_with_a_reason(tmp_path, capsys, script):
+    from generator.check.written_for import written_for
+    from generator.cli import main
+    from generator.estimate.scripts import ALL_LINEAR
+
+    d = _config_dir(tmp_path, "phi3")
+    assert "qkv_proj" in load_model(str(d)).linear_names
+    out = tmp_path / f"{script}.yaml"
+    argv = ["plan", "--model", str(d), "--machine", "h200-sxm-2", "--num-gpus", "1", "--method", "lora",
+            "--script", script, "--output", str(out), "--json"]  # fmt: skip
+    assert main(argv) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert any(r.startswith("LoRA targets: all linear layers: phi3 has no q_proj, v_proj") for r in plan["reasons"])
+    if script == "trainer":
+        assert "--lora_target_modules all-linear" in plan["launch_command"]
+    else:
+        assert any("target_modules='all-linear'" in s for s in plan["loop_settings"])
+    # check reads the same targets back from the header, so its memory verdict is the plan's
+    assert written_for(out.read_text())[1].lora_targets == ALL_LINEAR
+    assert main(["check", str(out), "--machine", "h200-sxm-2", "--script", script, "--json"]) == 0
+
+
+def test_named_lora_targets_the_model_lacks_are_one_line(tmp_path):
+    d = _config_dir(tmp_path, "phi3")
+    done = subprocess.run(
+        [sys.executable, "-m", "generator", "plan", "--model", str(d), "--machine", "h200-sxm-2", "--method", "lora",
+         "--lora-targets", "q_proj,v_proj"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert [line for line in done.stderr.splitlines() if line.startswith("error:")] == [
+        "error: --lora-targets: phi3 has no q_proj, v_proj (its decoder layer's linear layers: down_proj, "
+        "gate_up_proj, o_proj, qkv_proj); use --lora-targets all-linear"
+    ]

@@ -51,7 +51,7 @@ def written_for(text: str) -> tuple[str, Workload] | None:
     # line has none, and the header's workload line and the script's defaults stand in
     trl = name == "trainer"
     dtype = {"float32": "fp32", "bfloat16": "bf16"}.get(flag("--dtype", "")) if trl else None
-    targets = _trl_targets(argv) if trl else flag("--lora-targets", "")
+    targets = _trl_targets(argv) if trl else flag("--lora-targets", "") or _header_targets(head)
     workload = Workload(
         method=method,
         seq_len=int(w.group("seq")),
@@ -70,6 +70,15 @@ def written_for(text: str) -> tuple[str, Workload] | None:
         grad_as_bucket_view=facts.grad_as_bucket_view,
     )  # fmt: skip
     return w.group("model"), workload
+
+
+_LORA = re.compile(r"LoraConfig\(r=\d+, target_modules=(?P<targets>'all-linear'|\[[^\]]*\])")
+
+
+def _header_targets(head: str) -> str:
+    """A custom loop's LoRA targets from its settings line (peft LoraConfig(..., target_modules=...)), or ''."""
+    found = _LORA.search(head)
+    return found.group("targets").strip("[]").replace("'", "").replace(" ", "") if found else ""
 
 
 def _trl_targets(argv: list[str]) -> str:

@@ -98,8 +98,8 @@ def loop_settings(plan: Plan) -> list[str]:
         "torch.optim.AdamW(params, lr=...) with torch's defaults (the estimate counts its foreach step)",
     ]
     if w.method != "full":
-        modules = ", ".join(repr(m) for m in lora_modules(w.lora_targets))
-        out.append(f"peft LoraConfig(r={w.lora_r}, target_modules=[{modules}], lora_dropout={w.lora_dropout:g})")
+        modules = "'all-linear'" if _targets(w.lora_targets) == ["all-linear"] else repr(lora_modules(w.lora_targets))
+        out.append(f"peft LoraConfig(r={w.lora_r}, target_modules={modules}, lora_dropout={w.lora_dropout:g})")
     if w.method == "qlora":
         out.append("BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type='nf4', bnb_4bit_use_double_quant=True)")
     if w.liger:

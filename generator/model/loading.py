@@ -64,7 +64,7 @@ def _spec_by_meta(config: dict, name: str) -> ModelSpec:
 
     if not config.get("model_type"):
         raise UserError(f"{name}: config.json has no 'model_type', so its architecture cannot be built")
-    total, experts_total, attentions, dims, layer_cls = meta_counts(config, name)
+    total, experts_total, attentions, dims, layer_cls, linear_names = meta_counts(config, name)
     if not dims.get("num_attention_heads"):
         raise UserError(
             f"{name}: the config of {config['model_type']} names no attention heads (a state-space or recurrent "
@@ -107,6 +107,7 @@ def _spec_by_meta(config: dict, name: str) -> ModelSpec:
         num_experts=experts,
         experts_per_token=top_k,
         attentions=attentions,
+        linear_names=linear_names,
     )
 
 

@@ -31,6 +31,9 @@ class MetaCounts(NamedTuple):
     layer_cls: str | None
     """Class name of the language model's repeated decoder block (what FSDP wraps), found in the built model: a
     multimodal checkpoint's architecture name says nothing of it."""
+    linear_names: tuple[str, ...] | None
+    """Names of the nn.Linear modules in one decoder block (q_proj, qkv_proj, c_attn ...): what peft's
+    target_modules can match there."""
 
 
 def _dim(config, key: str):
@@ -88,15 +91,19 @@ def meta_counts(config_dict: dict, name: str = "the model") -> MetaCounts:
     if dims["tie_word_embeddings"] is None:
         dims["tie_word_embeddings"] = getattr(config, "tie_word_embeddings", False)
     experts = sum(p.numel() for p in params if p.dim() >= 3)
-    return MetaCounts(sum(p.numel() for p in params), experts, attentions, dims, _decoder_layer_cls(model))
+    return MetaCounts(sum(p.numel() for p in params), experts, attentions, dims, *_decoder_block(model))
 
 
-def _decoder_layer_cls(model) -> str | None:
-    """The longest ModuleList of one class inside the language model (get_decoder: the text decoder of a multimodal
-    model, whose vision tower has a block list of its own)."""
+def _decoder_block(model) -> tuple[str | None, tuple[str, ...] | None]:
+    """(class name, Linear module names) of the longest ModuleList of one class inside the language model
+    (get_decoder: the text decoder of a multimodal model, whose vision tower has a block list of its own)."""
     decoder = model.get_decoder() if hasattr(model, "get_decoder") else model
     blocks = [
         m for m in decoder.modules()
         if type(m).__name__ == "ModuleList" and len(m) and len({type(b) for b in m}) == 1
     ]  # fmt: skip
-    return type(max(blocks, key=len)[0]).__name__ if blocks else None
+    if not blocks:
+        return None, None
+    block = max(blocks, key=len)[0]
+    linears = {name.rsplit(".", 1)[-1] for name, m in block.named_modules() if type(m).__name__ == "Linear"}
+    return type(block).__name__, tuple(sorted(linears))

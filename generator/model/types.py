@@ -42,3 +42,7 @@ class ModelSpec:
     """Attention kernels transformers lets this architecture load with, as Workload.attention values: its model
     class's _supports_sdpa and _supports_flex_attn (eager always). Gemma-2 and GPT-OSS have no SDPA path (logit
     softcapping, attention sinks), OLMoE and GPT-2 no flex; the llama family has all three."""
+    linear_names: tuple[str, ...] | None = None
+    """The nn.Linear module names in one decoder layer, what LoRA's target_modules can match (read from the built
+    model for architectures outside the llama family, e.g. Phi-3's qkv_proj and gate_up_proj); None: the llama
+    family's q/k/v/o/gate/up/down_proj."""

@@ -24,7 +24,7 @@ from generator.catalog.liger import liger_plannable
 from generator.errors import UserError
 from generator.estimate.compute_source import SPEED_NOTE_PREFIX
 from generator.estimate.hardware import unknown_gpu_warning
-from generator.estimate.scripts import default_load_dtype, default_lora_targets, script_facts
+from generator.estimate.scripts import default_load_dtype, script_facts
 from generator.estimate.types import STRATEGIES, Placement, Workload
 from generator.model.types import ModelSpec
 from generator.plan import advice, parallel, reasons
@@ -34,6 +34,7 @@ from generator.plan.candidates import free_gpus, gpu_choices, placement_for
 from generator.plan.engines import Engines, default_engines
 from generator.plan.fabrics import inter_node_gbps
 from generator.plan.kernels import kernel_options, kernel_reasons, liger_gain_reason
+from generator.plan.lora_targets import lora_targets_for
 from generator.plan.policy import GPU_COUNT_TOLERANCE, allowed_strategies, pick
 from generator.plan.precision import (
     fp8_lever,
@@ -100,6 +101,7 @@ def make_plan(
     why = reasons.explain(request, chosen, _in_precision(fitting, chosen), same, inter_reason, GPU_COUNT_TOLERANCE)
     why += kernel_reasons(request, chosen, same, model) + _liger_gain(model, request, chosen, engines)
     why += precision_reasons(model, request, chosen, engines)
+    why += [r for r in lora_targets_for(request, model)[1:] if r]
     why += [why_parallel] if why_parallel and not forced else []
     if request.strategy != "auto":
         auto = allowed_strategies(replace(request, strategy="auto"))
@@ -242,7 +244,7 @@ def evaluate(topology, model, request, choices, inter, engines: Engines) -> tupl
                 optimizer=request.optimizer,
                 load_dtype=load_dtype(request),
                 lora_r=request.lora_r,
-                lora_targets=request.lora_targets or default_lora_targets(request.script),
+                lora_targets=lora_targets_for(request, model)[0],
                 lora_dropout=script_facts(request.script).lora_dropout,
                 liger=liger,
                 attention=attention,

@@ -1,0 +1,30 @@
+"""Which linear layers LoRA adapts, checked against the architecture's own layer names: a script's default q_proj and
+v_proj do not exist in Phi-3 (qkv_proj) or GPT-2 (c_attn), where peft would stop with "target modules not found"."""
+
+from __future__ import annotations
+
+from generator.errors import UserError
+from generator.estimate.scripts import ALL_LINEAR, default_lora_targets, lora_modules
+from generator.model.types import ModelSpec
+from generator.plan.types import PlanRequest
+
+
+def lora_targets_for(request: PlanRequest, model: ModelSpec) -> tuple[tuple[str, ...], str | None]:
+    """(the targets to plan with, a reason line or None). The script's default targets that the model lacks become all
+    linear layers, which peft resolves on any architecture; targets the user named that it lacks are a user error."""
+    targets = request.lora_targets or default_lora_targets(request.script)
+    if request.method == "full" or targets == ALL_LINEAR or model.linear_names is None:
+        return targets, None
+    missing = [m for m in lora_modules(targets) if m not in model.linear_names]
+    if not missing:
+        return targets, None
+    has = ", ".join(model.linear_names)
+    if request.lora_targets is not None:
+        raise UserError(
+            f"--lora-targets: {model.model_type} has no {', '.join(missing)} (its decoder layer's linear layers: "
+            f"{has}); use --lora-targets all-linear"
+        )
+    return ALL_LINEAR, (
+        f"LoRA targets: all linear layers: {model.model_type} has no {', '.join(missing)} for --script "
+        f"{request.script}'s default (its decoder layer's linear layers: {has})"
+    )
