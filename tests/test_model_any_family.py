@@ -124,3 +124,58 @@ def test_named_lora_targets_the_model_lacks_are_one_line(tmp_path):
         "error: --lora-targets: phi3 has no q_proj, v_proj (its decoder layer's linear layers: down_proj, "
         "gate_up_proj, o_proj, qkv_proj); use --lora-targets all-linear"
     ]
+
+
+TINY = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+            vocab_size=128, max_position_embeddings=512, pad_token_id=0, bos_token_id=1, eos_token_id=2)  # fmt: skip
+
+
+def _tiny_dir(tmp_path: Path, model_type: str, **extra) -> Path:
+    from tests.tiny_model import build_tokenizer
+
+    d = tmp_path / f"tiny-{model_type}"
+    build_tokenizer(d)
+    (d / "config.json").write_text(json.dumps({**TINY, **extra, "model_type": model_type}))
+    return d
+
+
+def _train(model: Path, out: Path, *flags: str) -> dict:
+    """train.py for two CPU steps with `flags`; its start record."""
+    data = ROOT / "recipes" / "data" / "synthetic_instruct.jsonl"
+    done = subprocess.run(
+        [sys.executable, "train.py", "--model", str(model), "--init", "random", "--seq-len", "64", "--micro-batch",
+         "2", "--global-batch", "2", "--max-steps", "2", "--no-export", "--dataset", str(data), "--output-dir",
+         str(out), *flags],
+        cwd=ROOT, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    records = [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines()]
+    return next(r for r in records if r.get("event") == "start")
+
+
+def test_train_py_adapts_every_linear_layer_of_a_fused_projection_architecture(tmp_path, capsys):
+    """Phi-3's qkv_proj and gate_up_proj: train.py's default names would adapt only o_proj and down_proj."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    from generator.cli import main
+
+    d = _tiny_dir(tmp_path, "phi3")
+    argv = ["plan", "--model", str(d), "--machine", "h200-sxm-2", "--num-gpus", "1", "--method", "lora",
+            "--precision", "bf16", "--json", "--output", str(tmp_path / "p.yaml")]  # fmt: skip
+    assert main(argv) == 0
+    words = json.loads(capsys.readouterr().out)["launch_command"].split()
+    assert words[words.index("--lora-targets") + 1] == "all-linear"
+    start = _train(d, tmp_path / "out", "--method", "lora", "--lora-targets", "all-linear")
+    model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(d))
+    lora = LoraConfig(r=16, target_modules="all-linear", task_type="CAUSAL_LM")
+    expected = sum(p.numel() for p in get_peft_model(model, lora).parameters() if p.requires_grad)
+    assert start["trainable_params"] == expected
+
+
+def test_train_py_lora_on_an_moe_whose_experts_peft_adapts(tmp_path):
+    """OLMoE: peft adapts its 3-D experts itself (torch's parametrize holds their weights), which the experts' bf16
+    cast (training/moe.py) found without a parameter of their own and stopped on."""
+    d = _tiny_dir(tmp_path, "olmoe", num_experts=4, num_experts_per_tok=2)
+    start = _train(d, tmp_path / "out", "--method", "lora")
+    assert 0 < start["trainable_params"] < start["params"]

@@ -51,7 +51,11 @@ def cast_experts_for_compute(model) -> int:
 def _casting_forward(module, original):
 
     def forward(*args, **kwargs):
-        weight = next(module.parameters(recurse=False))
+        # peft 0.21 adapts OLMoE's and Qwen3-MoE's experts itself (ParamWrapper): torch's parametrize then holds the
+        # weights, the module has none of its own, and peft's wrapper computes them in the adapter's dtype
+        weight = next(module.parameters(recurse=False), None)
+        if weight is None:
+            return original(*args, **kwargs)
         device = weight.device.type
         if not torch.is_autocast_enabled(device):
             return original(*args, **kwargs)
