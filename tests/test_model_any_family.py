@@ -173,9 +173,16 @@ def test_train_py_adapts_every_linear_layer_of_a_fused_projection_architecture(t
     assert start["trainable_params"] == expected
 
 
-def test_train_py_lora_on_an_moe_whose_experts_peft_adapts(tmp_path):
-    """OLMoE: peft adapts its 3-D experts itself (torch's parametrize holds their weights), which the experts' bf16
-    cast (training/moe.py) found without a parameter of their own and stopped on."""
+def test_train_py_lora_on_an_moe_adapts_its_linear_layers_and_runs_with_peft_adapted_experts(tmp_path):
+    """OLMoE: peft maps gate_proj/up_proj/down_proj onto its 3-D experts. train.py's default targets stay on its
+    Linear layers, as on Mixtral and in the estimate; named explicitly, peft adapts the experts (torch's parametrize
+    then holds their weights), which the experts' bf16 cast (training/moe.py) once stopped on."""
     d = _tiny_dir(tmp_path, "olmoe", num_experts=4, num_experts_per_tok=2)
-    start = _train(d, tmp_path / "out", "--method", "lora")
-    assert 0 < start["trainable_params"] < start["params"]
+    linear = _train(d, tmp_path / "default", "--method", "lora")
+    r, h, heads, kv = 16, TINY["hidden_size"], TINY["num_attention_heads"], TINY["num_key_value_heads"]
+    head_dim = h // heads
+    per_layer = r * (h + heads * head_dim) + 2 * r * (h + kv * head_dim) + r * (heads * head_dim + h)  # q, k, v, o
+    assert linear["trainable_params"] == TINY["num_hidden_layers"] * per_layer
+    experts = _train(d, tmp_path / "experts", "--method", "lora", "--lora-targets", "q_proj,v_proj,down_proj")
+    q_and_v = TINY["num_hidden_layers"] * (r * (h + heads * head_dim) + r * (h + kv * head_dim))
+    assert experts["trainable_params"] > q_and_v  # the experts' down_proj adapters on top of q and v

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from generator.errors import UserError
 from generator.model.hub import hub_offline_reason
+from training.args import DEFAULT_LORA_TARGETS
 from training.errors import first_line
 
 LOAD_DTYPES = {"fp32": "float32", "bf16": "bfloat16"}  # --load-dtype -> torch dtype name
@@ -108,6 +109,8 @@ def add_adapters(model, args, grad_checkpointing: bool):
             gradient_checkpointing_kwargs={"use_reentrant": False},
         )
     targets = "all-linear" if args.lora_targets == "all-linear" else args.lora_targets.split(",")
+    if args.lora_targets == DEFAULT_LORA_TARGETS:
+        targets = linear_targets(model, targets)
     cfg = LoraConfig(
         r=args.lora_r, lora_alpha=args.lora_alpha, lora_dropout=0.0, target_modules=targets, task_type="CAUSAL_LM"
     )
@@ -115,6 +118,18 @@ def add_adapters(model, args, grad_checkpointing: bool):
         return get_peft_model(model, cfg)
     except ValueError as exc:
         raise UserError(f"--lora-targets {args.lora_targets!r}: {first_line(exc)}") from None
+
+
+def linear_targets(model, names: list[str]) -> list[str]:
+    """The default targets that name nn.Linear layers of this model (all of them in the llama family). peft 0.21 maps
+    gate_proj/up_proj/down_proj onto the 3-D experts of MoE architectures it knows (OLMoE, Qwen3-MoE, DeepSeek-V3:
+    at r=16, 268M adapter parameters on transformers' default OlmoeConfig), which neither the estimate nor Mixtral's
+    run does;
+    an explicit --lora-targets still reaches them. Unchanged where none is a Linear (peft then names the problem)."""
+    import torch
+
+    present = {name.rsplit(".", 1)[-1] for name, m in model.named_modules() if isinstance(m, torch.nn.Linear)}
+    return [n for n in names if n in present] or names
 
 
 def apply_liger(model, inside_layers: bool = True) -> str | None:
