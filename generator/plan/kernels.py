@@ -12,6 +12,7 @@ from generator.plan.rows import Row
 from generator.plan.types import PlanRequest
 
 KERNEL_NAMES = {"sdpa": "SDPA", "flex": "flex_attention", "eager": "eager attention"}
+"""Workload.attention -> how the plan's lines name it."""
 
 
 FLEX_COMPILE_NOTE = (
