@@ -186,3 +186,17 @@ def test_train_py_lora_on_an_moe_adapts_its_linear_layers_and_runs_with_peft_ada
     experts = _train(d, tmp_path / "experts", "--method", "lora", "--lora-targets", "q_proj,v_proj,down_proj")
     q_and_v = TINY["num_hidden_layers"] * (r * (h + heads * head_dim) + r * (h + kv * head_dim))
     assert experts["trainable_params"] > q_and_v  # the experts' down_proj adapters on top of q and v
+
+
+@pytest.mark.parametrize("script", ["train.py", "trainer"])
+def test_all_linear_on_an_moe_is_named_where_peft_adapts_the_experts(capsys, script):
+    """peft's all-linear adapts Mixtral's router and experts (TRL's and a plain loop's spelling); train.py's own list
+    stays on the Linear layers the estimate prices."""
+    from generator.cli import main
+
+    argv = ["plan", "--model", "mixtral-8x7b", "--machine", "hgx-h200-8", "--method", "lora", "--script", script,
+            "--lora-targets", "all-linear", "--json"]  # fmt: skip
+    assert main(argv) == 0
+    reasons = json.loads(capsys.readouterr().out)["reasons"]
+    named = [r for r in reasons if r.startswith("LoRA targets: all-linear on a mixture of experts")]
+    assert len(named) == (script == "trainer")

@@ -13,7 +13,15 @@ def lora_targets_for(request: PlanRequest, model: ModelSpec) -> tuple[tuple[str,
     """(the targets to plan with, a reason line or None). The script's default targets that the model lacks become all
     linear layers, which peft resolves on any architecture; targets the user named that it lacks are a user error."""
     targets = request.lora_targets or default_lora_targets(request.script)
-    if request.method == "full" or targets == ALL_LINEAR or model.linear_names is None:
+    if request.method == "full":
+        return targets, None
+    if targets == ALL_LINEAR and model.num_experts and request.script != "train.py":
+        return targets, (
+            f"LoRA targets: all-linear on a mixture of experts under --script {request.script}: peft's all-linear "
+            "also adapts the router and the experts, which this estimate leaves out (their adapters add memory and "
+            "time); --lora-targets q,k,v,o names what it prices"
+        )
+    if targets == ALL_LINEAR or model.linear_names is None:
         return targets, None
     missing = [m for m in lora_modules(targets) if m not in model.linear_names]
     if not missing:
