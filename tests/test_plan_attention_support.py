@@ -136,3 +136,13 @@ def test_check_refuses_a_kernel_the_model_lacks_and_passes_the_plan_for_it(capsy
     assert findings("gemma.yaml") == (0, [])  # its own plan: the loop loads eager
     code, found = findings("mistral.yaml")  # written for SDPA, checked against Gemma-2
     assert code == 2 and len(found) == 1 and found[0]["problem"].startswith("gemma2 has no SDPA in transformers")
+
+
+def test_check_of_a_hand_written_config_only_notes_the_kernels(capsys, configs):
+    """No generator header: SDPA is check's assumption, not the user's loop, so it is a note, not an error."""
+    config = ROOT / "tests" / "fixtures" / "configs" / "ddp_clean.yaml"
+    argv = ["check", str(config), "--machine", "h200-sxm-2", "--model", str(configs["gemma2"]), "--json"]
+    main(argv)
+    found = [f for f in json.loads(capsys.readouterr().out)["findings"] if f["rule"] == "attention_the_model_has"]
+    assert [f["severity"] for f in found] == ["info"]
+    assert "attn_implementation='flex_attention' or 'eager'" in found[0]["fix"]
