@@ -200,3 +200,46 @@ def test_all_linear_on_an_moe_is_named_where_peft_adapts_the_experts(capsys, scr
     reasons = json.loads(capsys.readouterr().out)["reasons"]
     named = [r for r in reasons if r.startswith("LoRA targets: all-linear on a mixture of experts")]
     assert len(named) == (script == "trainer")
+
+
+def test_a_window_on_some_layers_is_named_and_one_on_all_is_priced(tmp_path, capsys):
+    """Gemma-2 alternates windowed and full layers (layer_types): the estimate prices them as full attention and the
+    plan warns past the window. A window on every layer (Ministral's layer_types) is the window Mistral's is; Qwen3's
+    sliding_window is switched off by use_sliding_window."""
+    from generator.cli import main
+
+    cases = {
+        "gemma2": dict(head_dim=16, sliding_window=256, layer_types=["sliding_attention", "full_attention"]),
+        "ministral": dict(head_dim=16, sliding_window=256, layer_types=["sliding_attention"] * 2, rope_theta=1e6),
+        "qwen3": dict(head_dim=16, sliding_window=256, use_sliding_window=False),
+    }
+    specs = {}
+    for model_type, extra in cases.items():
+        d = tmp_path / model_type
+        d.mkdir()
+        (d / "config.json").write_text(json.dumps({**TINY, **extra, "model_type": model_type}))
+        specs[model_type] = (d, load_model(str(d)))
+    assert (specs["gemma2"][1].sliding_window, specs["gemma2"][1].partial_window) == (None, (1, 256))
+    assert (specs["ministral"][1].sliding_window, specs["ministral"][1].partial_window) == (256, None)
+    assert (specs["qwen3"][1].sliding_window, specs["qwen3"][1].partial_window) == (None, None)
+    for model_type, (d, _) in specs.items():
+        argv = ["plan", "--model", str(d), "--machine", "h200-sxm-2", "--num-gpus", "1", "--method", "lora",
+                "--seq-len", "512", "--json"]  # fmt: skip
+        assert main(argv) == 0
+        warned = [w for w in json.loads(capsys.readouterr().out)["warnings"] if "layers attend within" in w]
+        assert len(warned) == (model_type == "gemma2"), model_type
+
+
+def test_context_parallel_is_refused_for_a_model_with_windowed_layers(tmp_path):
+    """accelerate's CP hook drops the attention mask: a window on some layers needs one as much as on all."""
+    d = tmp_path / "gemma2"
+    d.mkdir()
+    extra = dict(head_dim=16, sliding_window=256, layer_types=["sliding_attention", "full_attention"])
+    (d / "config.json").write_text(json.dumps({**TINY, **extra, "model_type": "gemma2"}))
+    done = subprocess.run(
+        [sys.executable, "-m", "generator", "plan", "--model", str(d), "--machine", "hgx-h200-8", "--method", "lora",
+         "--seq-len", "512", "--cp-size", "2"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "this model's 256-token window needs one" in done.stderr

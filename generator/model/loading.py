@@ -81,6 +81,7 @@ def _spec_by_meta(config: dict, name: str) -> ModelSpec:
     embed = vocab * h
     per_layer = (total - embed - (0 if tie else embed)) // layers
     arch = (dims.get("architectures") or ["DecoderLayer"])[0]
+    window, windowed = _windows(dims, layers)
     layer_cls = layer_cls or arch.replace("ForCausalLM", "DecoderLayer")
     return ModelSpec(
         name=name,
@@ -108,7 +109,21 @@ def _spec_by_meta(config: dict, name: str) -> ModelSpec:
         experts_per_token=top_k,
         attentions=attentions,
         linear_names=linear_names,
+        sliding_window=window if windowed == layers else None,
+        partial_window=(windowed, window) if 0 < windowed < layers else None,
     )
+
+
+def _windows(dims: dict, layers: int) -> tuple[int | None, int]:
+    """(the sliding window, how many decoder layers attend within it): the config's layer_types where it lists them,
+    else every layer where a window is set and not switched off (use_sliding_window False, as Qwen2's)."""
+    window = dims.get("sliding_window")
+    if not window or dims.get("use_sliding_window") is False:
+        return None, 0
+    types = dims.get("layer_types")
+    if isinstance(types, (list, tuple)) and types:
+        return int(window), sum("sliding" in str(t) for t in types)
+    return int(window), layers
 
 
 def load_model(spec: str, trust_remote_code: bool = False) -> ModelSpec:

@@ -10,7 +10,8 @@ from generator.errors import UserError
 DIM_KEYS = (
     "hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim", "intermediate_size",
     "vocab_size", "max_position_embeddings", "tie_word_embeddings", "num_local_experts", "num_experts",
-    "n_routed_experts", "num_experts_per_tok", "moe_intermediate_size", "architectures",
+    "n_routed_experts", "num_experts_per_tok", "moe_intermediate_size", "architectures", "sliding_window",
+    "use_sliding_window", "layer_types",
 )  # fmt: skip
 """The language model's dimensions, read through transformers' config object: its attribute_map resolves each family's
 own names (GPT-2's n_embd and n_layer, MPT's d_model), and a multimodal checkpoint (Gemma-3, Llama-4, Qwen3.5) keeps
@@ -45,7 +46,8 @@ def _dim(config, key: str):
         layers = getattr(config, "per_layer_config", None) or []
         values = [v for v in (_dim(layer, key) for layer in layers) if v is not None]
         return max(values) if values else None
-    if isinstance(value, (list, tuple)) and value and all(isinstance(v, int) for v in value):
+    widths = isinstance(value, (list, tuple)) and value and all(type(v) is int for v in value)
+    if widths:
         return max(value)
     return value
 

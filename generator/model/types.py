@@ -38,6 +38,7 @@ class ModelSpec:
     num_experts: int = 0
     experts_per_token: int = 0
     sliding_window: int | None = None
+    """Tokens every decoder layer attends within (Mistral's 4096); None where no window applies to all layers."""
     attentions: tuple[str, ...] = ("sdpa", "flex", "eager")
     """Attention kernels transformers lets this architecture load with, as Workload.attention values: its model
     class's _supports_sdpa and _supports_flex_attn (eager always). Gemma-2 and GPT-OSS have no SDPA path (logit
@@ -46,3 +47,6 @@ class ModelSpec:
     """The nn.Linear module names in one decoder layer, what LoRA's target_modules can match (read from the built
     model for architectures outside the llama family, e.g. Phi-3's qkv_proj and gate_up_proj); None: the llama
     family's q/k/v/o/gate/up/down_proj."""
+    partial_window: tuple[int, int] | None = None
+    """(layers, window) where only some decoder layers attend within a window (Gemma-2/3, GPT-OSS, Cohere2, OLMo-3:
+    the config's layer_types). The estimate prices those layers as full attention, and the plan says so."""

@@ -128,8 +128,8 @@ def _refusal(model, request: PlanRequest, layout: Layout) -> str | None:
     if layout.dp_shard * layout.cp == 1:
         return "it leaves FSDP2 nothing to shard across (accelerate 1.15 refuses dp_shard = cp = 1)"
     if layout.cp > 1:
-        if model.sliding_window:  # accelerate's CP hook drops the mask and refuses windowed models
-            window = model.sliding_window
+        window = model.sliding_window or (model.partial_window or (0, 0))[1]
+        if window:  # accelerate's CP hook drops the mask and refuses windowed models
             return f"context parallel drops the attention mask, and this model's {window}-token window needs one"
         if request.attention == "flex":
             return "context parallel runs SDPA only (--attention flex asked)"
