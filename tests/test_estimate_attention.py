@@ -98,3 +98,28 @@ def test_validation_rows_of_the_acceptance(kernel):
     assert e.tokens_per_s_per_gpu == pytest.approx(row.tps, rel=tol)
     assert e.peak_gb == pytest.approx(row.alloc_gb, rel=0.05)
     assert e.reserved_gb == pytest.approx(row.reserved_gb, rel=0.10)
+
+
+def test_a_window_on_half_the_layers_prices_each_kind_of_layer_on_its_own_path():
+    """Gemma-2/3 and GPT-OSS put a window on some layers (ModelSpec.partial_window): attention time is the windowed
+    layers' (SDPA's dense path, flex's kept tiles) plus the full layers' (the flash path), each at its own layer count;
+    memory stays full attention's (the plan warns)."""
+    from generator.estimate.attention import attention_flops_per_token, layer_groups
+
+    full = replace(MISTRAL, sliding_window=None)
+    half = replace(full, partial_window=(16, 4096))
+    windowed, unwindowed = layer_groups(half)
+    assert (windowed.num_layers, windowed.sliding_window, unwindowed.num_layers, unwindowed.sliding_window) == (
+        16, 4096, 16, None,
+    )  # fmt: skip
+    for attention in ("sdpa", "flex"):
+        w = Workload(method="lora", seq_len=32768, attention=attention, load_dtype="bf16", grad_checkpointing=True)
+        assert attention_flops_per_token(half, w) == pytest.approx(
+            (attention_flops_per_token(MISTRAL, w) + attention_flops_per_token(full, w)) / 2
+        )
+        tps = {name: estimate(m, w, ONE, "ddp").tokens_per_s_per_gpu for name, m in
+               (("full", full), ("half", half), ("all", MISTRAL))}  # fmt: skip
+        # flex skips the windowed layers' masked tiles; SDPA's window forces them onto the dense path
+        ordered = sorted(tps, key=tps.get)
+        assert ordered == (["full", "half", "all"] if attention == "flex" else ["all", "half", "full"])
+        assert estimate(half, w, ONE, "ddp").peak_gb == pytest.approx(estimate(full, w, ONE, "ddp").peak_gb)

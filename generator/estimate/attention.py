@@ -15,6 +15,8 @@ Paths (transformers/masking_utils.py and integrations/sdpa_attention.py, 5.17-5.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from generator.estimate.scripts import script_facts
 from generator.estimate.types import Workload
 from generator.model.types import ModelSpec
@@ -40,6 +42,20 @@ def attention_rows(workload: Workload) -> tuple[int, int]:
     if script_facts(workload.script).flattens_micro_batch and workload.micro_batch > 1:
         return 1, workload.micro_batch * workload.seq_len
     return workload.micro_batch, workload.seq_len
+
+
+def layer_groups(model: ModelSpec) -> tuple[ModelSpec, ...]:
+    """The model as each kind of its decoder layers sees it, each with its own layer count: itself where a window
+    covers every layer or none; where it covers only some (ModelSpec.partial_window: Gemma-2/3, GPT-OSS), the
+    windowed layers and the full-attention ones. Attention time and MFU sum over these; memory prices every layer as
+    the model's own (the plan warns)."""
+    if model.partial_window is None:
+        return (model,)
+    windowed, window = model.partial_window
+    return (
+        replace(model, sliding_window=window, num_layers=windowed, partial_window=None),
+        replace(model, sliding_window=None, num_layers=model.num_layers - windowed, partial_window=None),
+    )
 
 
 def kernel_path(model: ModelSpec, workload: Workload) -> str:
@@ -85,7 +101,8 @@ def keys_per_query(model: ModelSpec, workload: Workload) -> float:
 def attention_flops_per_token(model: ModelSpec, workload: Workload) -> float:
     """Hardware FLOPs of QK^T and AV per token, forward (4 per key and query channel) and backward (8): what the kernel
     computes. MFU counts only the keys the mask keeps instead (useful_keys_per_query)."""
-    return 12.0 * model.num_layers * model.num_heads * model.head_dim * keys_per_query(model, workload)
+    groups = layer_groups(model)
+    return sum(12.0 * g.num_layers * g.num_heads * g.head_dim * keys_per_query(g, workload) for g in groups)
 
 
 def mask_bytes(model: ModelSpec, workload: Workload) -> tuple[float, float]:

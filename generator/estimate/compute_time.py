@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 
 from generator.catalog import strategies as catalog
 from generator.estimate import operators as ops
-from generator.estimate.attention import attention_rows, documents, kernel_path, keys_per_query
+from generator.estimate.attention import attention_rows, documents, kernel_path, keys_per_query, layer_groups
 from generator.estimate.compute_source import fitted
 from generator.estimate.compute_table import (
     ComputeTable,
@@ -101,6 +101,11 @@ def _experts_s(table: ComputeTable, model: ModelSpec, workload: Workload, fwd: i
 
 
 def _attention_s(table: ComputeTable, model: ModelSpec, workload: Workload, fwd: int) -> float:
+    return sum(_layers_attention_s(table, group, workload, fwd) for group in layer_groups(model))
+
+
+def _layers_attention_s(table: ComputeTable, model: ModelSpec, workload: Workload, fwd: int) -> float:
+    """One kind of decoder layer's attention (attention.layer_groups), all model.num_layers of them."""
     path = kernel_path(model, workload)
     rows, length = attention_rows(workload)  # TRL's padding-free packing flattens the micro-batch into one row
     flops = 4.0 * rows * length * model.num_heads * model.head_dim

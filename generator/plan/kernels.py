@@ -144,7 +144,7 @@ def window_warning(model: ModelSpec, seq_len: int) -> str | None:
         return None
     layers, window = model.partial_window
     return (
-        f"{model.model_type}: {layers} of its {model.num_layers} layers attend within {window:,} tokens, which the "
-        f"estimate prices as full attention: past {window:,} tokens its attention time for them is high (flex skips "
-        "the tiles the window masks) and SDPA's mask memory low (the window needs a dense mask)"
+        f"{model.model_type}: {layers} of its {model.num_layers} layers attend within {window:,} tokens: their "
+        "attention time is priced with the window, their memory as full attention's (past the window SDPA builds a "
+        "dense mask for them, which the estimate does not count)"
     )
