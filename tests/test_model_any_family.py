@@ -202,32 +202,23 @@ def test_all_linear_on_an_moe_is_named_where_peft_adapts_the_experts(capsys, scr
     assert len(named) == (script == "trainer")
 
 
-def test_a_window_on_some_layers_is_named_and_one_on_all_is_priced(tmp_path, capsys):
-    """Gemma-2 alternates windowed and full layers (layer_types): the estimate prices them as full attention and the
-    plan warns past the window. A window on every layer (Ministral's layer_types) is the window Mistral's is; Qwen3's
-    sliding_window is switched off by use_sliding_window."""
-    from generator.cli import main
-
+def test_a_window_on_some_layers_or_all_is_read_from_the_config(tmp_path):
+    """Gemma-2 alternates windowed and full layers (layer_types): partial_window, each kind priced on its own path
+    (tests/test_estimate_attention.py). A window on every layer (Ministral's layer_types) is the window Mistral's is;
+    Qwen3's sliding_window is switched off by use_sliding_window."""
     cases = {
-        "gemma2": dict(head_dim=16, sliding_window=256, layer_types=["sliding_attention", "full_attention"]),
-        "ministral": dict(head_dim=16, sliding_window=256, layer_types=["sliding_attention"] * 2, rope_theta=1e6),
-        "qwen3": dict(head_dim=16, sliding_window=256, use_sliding_window=False),
-    }
-    specs = {}
-    for model_type, extra in cases.items():
+        "gemma2": (dict(head_dim=16, sliding_window=256, layer_types=["sliding_attention", "full_attention"]),
+                   (None, (1, 256))),
+        "ministral": (dict(head_dim=16, sliding_window=256, layer_types=["sliding_attention"] * 2, rope_theta=1e6),
+                      (256, None)),
+        "qwen3": (dict(head_dim=16, sliding_window=256, use_sliding_window=False), (None, None)),
+    }  # fmt: skip
+    for model_type, (extra, expected) in cases.items():
         d = tmp_path / model_type
         d.mkdir()
         (d / "config.json").write_text(json.dumps({**TINY, **extra, "model_type": model_type}))
-        specs[model_type] = (d, load_model(str(d)))
-    assert (specs["gemma2"][1].sliding_window, specs["gemma2"][1].partial_window) == (None, (1, 256))
-    assert (specs["ministral"][1].sliding_window, specs["ministral"][1].partial_window) == (256, None)
-    assert (specs["qwen3"][1].sliding_window, specs["qwen3"][1].partial_window) == (None, None)
-    for model_type, (d, _) in specs.items():
-        argv = ["plan", "--model", str(d), "--machine", "h200-sxm-2", "--num-gpus", "1", "--method", "lora",
-                "--seq-len", "512", "--json"]  # fmt: skip
-        assert main(argv) == 0
-        warned = [w for w in json.loads(capsys.readouterr().out)["warnings"] if "layers attend within" in w]
-        assert len(warned) == (model_type == "gemma2"), model_type
+        spec = load_model(str(d))
+        assert (spec.sliding_window, spec.partial_window) == expected, model_type
 
 
 def test_context_parallel_is_refused_for_a_model_with_windowed_layers(tmp_path):

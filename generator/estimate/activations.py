@@ -24,7 +24,7 @@ attention call's bf16 bias lives with that layer's saved tensors (one layer unde
 from __future__ import annotations
 
 from generator.catalog import strategies as catalog
-from generator.estimate.attention import kernel_path, mask_bytes
+from generator.estimate.attention import kernel_path, layer_groups, mask_bytes
 from generator.estimate.moe import (
     backward_transient_routes,
     expert_params,
@@ -163,12 +163,8 @@ def fused_head_bytes(model: ModelSpec, workload: Workload) -> tuple[float, float
     return tile, tile + grads
 
 
-def activation_terms(model: ModelSpec, workload: Workload, strategy: str) -> dict[str, dict[str, float]]:
-    """{phase: {term: bytes}} for activations, the loss and autocast weight copies (see states.PHASES)."""
-    tokens = workload.seq_len * workload.micro_batch
-    r = residual_bytes(workload, strategy)
-    liger, liger_loss = liger_kernels(workload), liger_fused_loss(workload)
-    h, layers = model.hidden_size, model.num_layers
+def _layer_bytes(model: ModelSpec, workload: Workload, r: float, liger: bool) -> float:
+    """Bytes one decoder layer saves per token on the model's attention path, LoRA's extra tensors included."""
     path = kernel_path(model, workload)
     per_token = layer_saved_bytes_per_token(model, r, liger, path, workload.method)
     if workload.method in ("lora", "qlora"):
@@ -176,7 +172,21 @@ def activation_terms(model: ModelSpec, workload: Workload, strategy: str) -> dic
             model, r, workload.lora_r, liger, path, workload.layers_compiled, workload.lora_targets,
             workload.lora_dropout,
         )  # fmt: skip
-    per_layer = per_token * tokens
+    return per_token
+
+
+def activation_terms(model: ModelSpec, workload: Workload, strategy: str) -> dict[str, dict[str, float]]:
+    """{phase: {term: bytes}} for activations, the loss and autocast weight copies (see states.PHASES)."""
+    tokens = workload.seq_len * workload.micro_batch
+    r = residual_bytes(workload, strategy)
+    liger, liger_loss = liger_kernels(workload), liger_fused_loss(workload)
+    h, layers = model.hidden_size, model.num_layers
+    # each kind of decoder layer (attention.layer_groups: windowed and full ones where a window covers only some)
+    # saves what its own attention path keeps; the model holds one mask per kind
+    groups = [(g.num_layers, _layer_bytes(g, workload, r, liger) * tokens, mask_bytes(g, workload))
+              for g in layer_groups(model)]  # fmt: skip
+    per_layer = max(saved for _, saved, _ in groups)  # the one layer alive at a time (recompute, backward)
+    all_layers = sum(n * saved for n, saved, _ in groups)
     kept = logits_kept_bytes(workload, strategy) * model.vocab_size * tokens
     loss_fwd = 0.0 if liger_loss else LOSS_FORWARD_BYTES * model.vocab_size * tokens
     loss_bwd = 0.0 if liger_loss else LOSS_BACKWARD_BYTES * model.vocab_size * tokens
@@ -198,14 +208,16 @@ def activation_terms(model: ModelSpec, workload: Workload, strategy: str) -> dic
         layer_casts = 2.0 * (model.params_per_layer - (0 if saved else expert_params(model) / model.num_layers))
         if workload.method == "full" or not workload.grad_checkpointing:
             all_casts = 2.0 * (model.params_total - model.params_embedding - (0 if cached else expert_params(model)))
-    mask, layer_mask = mask_bytes(model, workload)
+    mask = sum(held_mask for _, _, (held_mask, _) in groups)
+    layer_mask = max(derived for _, _, (_, derived) in groups)
+    all_layer_masks = sum(n * derived for n, _, (_, derived) in groups)
     if workload.grad_checkpointing:
         held = {"checkpoints": layers * r * h * tokens, "attention_mask": mask}
         working = {"layer_recompute": per_layer, "backward_transient": transient, "attention_bias": layer_mask}
         bwd = {"checkpoints": r * h * tokens, **working}
         start_casts = layer_casts + lm_head_cast
     else:
-        held = {"activations": layers * per_layer, "attention_mask": mask, "attention_bias": layers * layer_mask}
+        held = {"activations": all_layers, "attention_mask": mask, "attention_bias": all_layer_masks}
         working = {"backward_transient": transient}
         bwd = {"activations": per_layer, **working, "attention_bias": layer_mask}
         start_casts = all_casts or layer_casts

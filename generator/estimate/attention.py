@@ -47,8 +47,8 @@ def attention_rows(workload: Workload) -> tuple[int, int]:
 def layer_groups(model: ModelSpec) -> tuple[ModelSpec, ...]:
     """The model as each kind of its decoder layers sees it, each with its own layer count: itself where a window
     covers every layer or none; where it covers only some (ModelSpec.partial_window: Gemma-2/3, GPT-OSS), the
-    windowed layers and the full-attention ones. Attention time and MFU sum over these; memory prices every layer as
-    the model's own (the plan warns)."""
+    windowed layers and the full-attention ones. Attention time, MFU and what each layer saves (estimate.activations:
+    one mask per kind) sum over these."""
     if model.partial_window is None:
         return (model,)
     windowed, window = model.partial_window

@@ -49,4 +49,5 @@ class ModelSpec:
     family's q/k/v/o/gate/up/down_proj."""
     partial_window: tuple[int, int] | None = None
     """(layers, window) where only some decoder layers attend within a window (Gemma-2/3, GPT-OSS, Cohere2, OLMo-3:
-    the config's layer_types). The estimate prices those layers as full attention, and the plan says so."""
+    the config's layer_types); the estimate prices each kind of layer on its own attention path
+    (estimate.attention.layer_groups)."""

@@ -136,15 +136,3 @@ def liger_gain_reason(chosen_tps: float, with_liger_tps: float) -> str:
         f"Liger is not installed here: with it (pip install liger-kernel) this configuration is predicted "
         f"{gain:+.0f}% tokens/s ({with_liger_tps:,.0f}/GPU), and its memory saving may fit a larger micro-batch"
     )
-
-
-def window_warning(model: ModelSpec, seq_len: int) -> str | None:
-    """What the estimate leaves out for a model whose window covers only some layers, where the sequence passes it."""
-    if model.partial_window is None or seq_len <= model.partial_window[1]:
-        return None
-    layers, window = model.partial_window
-    return (
-        f"{model.model_type}: {layers} of its {model.num_layers} layers attend within {window:,} tokens: their "
-        "attention time is priced with the window, their memory as full attention's (past the window SDPA builds a "
-        "dense mask for them, which the estimate does not count)"
-    )

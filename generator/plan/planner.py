@@ -33,7 +33,7 @@ from generator.plan.batch import batch_options
 from generator.plan.candidates import free_gpus, gpu_choices, placement_for
 from generator.plan.engines import Engines, default_engines
 from generator.plan.fabrics import inter_node_gbps
-from generator.plan.kernels import kernel_options, kernel_reasons, liger_gain_reason, window_warning
+from generator.plan.kernels import kernel_options, kernel_reasons, liger_gain_reason
 from generator.plan.lora_targets import lora_targets_for
 from generator.plan.policy import GPU_COUNT_TOLERANCE, allowed_strategies, pick
 from generator.plan.precision import (
@@ -205,7 +205,6 @@ def plan_warnings(topology, model, request, chosen: Row, forced: bool, inter_war
     warnings += [n for n in chosen.estimate.notes if n.startswith(SPEED_NOTE_PREFIX)]  # rates scaled, not measured
     if request.seq_len > model.max_seq_len:
         warnings.append(f"--seq-len {request.seq_len} exceeds the model's {model.max_seq_len} positions")
-    warnings += [w for w in [window_warning(model, request.seq_len)] if w]
     if request.num_machines > 1 and not request.main_process_ip:
         warnings.append("--main-process-ip not set: give machine 0's private address before launching")
     return list(dict.fromkeys(warnings))
