@@ -13,7 +13,7 @@ def attention_the_model_has(cfg: dict, ctx: CheckContext) -> list[Finding]:
     generator header names no kernel: SDPA is only the assumption there, so the finding is a note."""
     if ctx.model is None or ctx.workload.attention in ctx.model.attentions:
         return []
-    problem, fix = unsupported_attention(ctx.model, ctx.workload.attention).split(": use ", 1)
+    problem, fix = unsupported_attention(ctx.model, ctx.workload.attention)
     if ctx.written_for is None:
         kernels = " or ".join(repr(ATTN_IMPLEMENTATION[a]) for a in ctx.model.attentions)
         return [Finding("info", "attention", problem + ".", f"load it with attn_implementation={kernels}.",

@@ -101,9 +101,12 @@ def _until_flag(words: list[str]) -> list[str]:
 _ATTENTION = re.compile(r"from_pretrained\(\.\.\., dtype=\S+, attn_implementation='(?P<attn>\w+)'\)")
 
 
+_KERNEL_OF = {name: kernel for kernel, name in ATTN_IMPLEMENTATION.items()}
+
+
 def _attention(attn_implementation: str) -> str | None:
     """Workload.attention of a transformers attn_implementation name (None for one the estimator does not price)."""
-    return {name: kernel for kernel, name in ATTN_IMPLEMENTATION.items()}.get(attn_implementation)
+    return _KERNEL_OF.get(attn_implementation)
 
 
 def _header_attention(head: str) -> str:

@@ -98,11 +98,11 @@ def keys_per_query(model: ModelSpec, workload: Workload) -> float:
     return min(float(s), reach + FLEX_BLOCK_TOKENS)
 
 
-def attention_flops_per_token(model: ModelSpec, workload: Workload) -> float:
-    """Hardware FLOPs of QK^T and AV per token, forward (4 per key and query channel) and backward (8): what the kernel
-    computes. MFU counts only the keys the mask keeps instead (useful_keys_per_query)."""
-    groups = layer_groups(model)
-    return sum(12.0 * g.num_layers * g.num_heads * g.head_dim * keys_per_query(g, workload) for g in groups)
+def attention_flops_per_token(model: ModelSpec, workload: Workload, keys=keys_per_query) -> float:
+    """FLOPs of QK^T and AV per token over every layer kind (layer_groups), forward (4 per key and query channel) and
+    backward (8), for `keys` per query: keys_per_query, what the kernel computes; useful_keys_per_query, the keys the
+    mask keeps (MFU's count, estimate.timing.model_flops_per_token)."""
+    return sum(12.0 * g.num_layers * g.num_heads * g.head_dim * keys(g, workload) for g in layer_groups(model))
 
 
 def mask_bytes(model: ModelSpec, workload: Workload) -> tuple[float, float]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from generator.catalog import strategies as catalog
-from generator.estimate.attention import layer_groups, useful_keys_per_query
+from generator.estimate.attention import attention_flops_per_token, useful_keys_per_query
 from generator.estimate.comm import Comm
 from generator.estimate.compute_source import fitted, table_for
 from generator.estimate.compute_time import ComputeTime, compute_time, forward_passes
@@ -270,7 +270,5 @@ def model_flops_per_token(model: ModelSpec, workload: Workload) -> float:
     12 FLOPs per key and query channel, forward and backward; not the tiles a kernel computes and throws away), no
     recompute; float8 GEMMs count as the bf16 FLOPs they replace (bf16-equivalent). Never above what the GPU
     executes, so MFU stays under 100%."""
-    attention = sum(
-        12.0 * g.num_layers * g.num_heads * g.head_dim * useful_keys_per_query(g, workload) for g in layer_groups(model)
-    )
+    attention = attention_flops_per_token(model, workload, useful_keys_per_query)
     return executed_flops_per_token(model, workload, attention)

@@ -10,7 +10,7 @@ from generator.errors import UserError
 DIM_KEYS = (
     "hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim", "intermediate_size",
     "vocab_size", "max_position_embeddings", "tie_word_embeddings", "num_local_experts", "num_experts",
-    "n_routed_experts", "num_experts_per_tok", "moe_intermediate_size", "architectures", "sliding_window",
+    "n_routed_experts", "num_experts_per_tok", "moe_intermediate_size", "sliding_window",
     "use_sliding_window", "layer_types",
 )  # fmt: skip
 """The language model's dimensions, read through transformers' config object: its attribute_map resolves each family's
@@ -28,7 +28,8 @@ class MetaCounts(NamedTuple):
     """Attention kernels the model class loads with (ModelSpec.attentions): eager, plus sdpa and flex where its
     _supports_sdpa / _supports_flex_attn say so."""
     dims: dict
-    """DIM_KEYS as the config object answers them (None where it has no such attribute)."""
+    """DIM_KEYS as the config object answers them (None where it has no such attribute), and the checkpoint's
+    architectures."""
     layer_cls: str | None
     """Class name of the language model's repeated decoder block (what FSDP wraps), found in the built model: a
     multimodal checkpoint's architecture name says nothing of it."""

@@ -28,17 +28,18 @@ def attentions_to_estimate(request: PlanRequest, model: ModelSpec) -> tuple[str,
     --attention the architecture does not have is a user error: transformers would refuse it at load."""
     if request.attention != "auto":
         if request.attention not in model.attentions:
-            raise UserError(unsupported_attention(model, request.attention))
+            raise UserError("{}: use {}".format(*unsupported_attention(model, request.attention)))
         return (request.attention,)
     return tuple(a for a in script_facts(request.script).attentions if a in model.attentions) or ("eager",)
 
 
-def unsupported_attention(model: ModelSpec, attention: str) -> str:
-    others = " or ".join(f"--attention {a}" for a in model.attentions)
-    return (
+def unsupported_attention(model: ModelSpec, attention: str) -> tuple[str, str]:
+    """(what is wrong, the --attention values the architecture has) for a kernel it lacks."""
+    problem = (
         f"{model.model_type} has no {KERNEL_NAMES[attention]} in transformers (its model class does not support "
-        f"attn_implementation={ATTN_IMPLEMENTATION[attention]!r}): use {others}"
+        f"attn_implementation={ATTN_IMPLEMENTATION[attention]!r})"
     )
+    return problem, " or ".join(f"--attention {a}" for a in model.attentions)
 
 
 def kernel_options(request: PlanRequest, model: ModelSpec) -> list[tuple[str, bool]]:

@@ -228,6 +228,7 @@ def load_dtype(request: PlanRequest) -> str:
 def evaluate(topology, model, request, choices, inter, engines: Engines) -> tuple[list[Option], list[str]]:
     """Estimate every strategy for every GPU choice and batch option; also say which GPU counts could not split."""
     options, problems = [], []
+    lora_targets = lora_targets_for(request, model)[0]
     for choice in choices:
         placement = placement_for(choice, topology, request, inter)
         batches, why = batch_options(request, placement.num_gpus)
@@ -244,7 +245,7 @@ def evaluate(topology, model, request, choices, inter, engines: Engines) -> tupl
                 optimizer=request.optimizer,
                 load_dtype=load_dtype(request),
                 lora_r=request.lora_r,
-                lora_targets=lora_targets_for(request, model)[0],
+                lora_targets=lora_targets,
                 lora_dropout=script_facts(request.script).lora_dropout,
                 liger=liger,
                 attention=attention,
