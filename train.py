@@ -334,6 +334,11 @@ def train(args: argparse.Namespace) -> int:
     if main:
         print_summary(summary, strategy)
     accelerator.wait_for_everyone()
+    # The DDP wrapper goes before the process group. The other way round, its Reducer is the group's last owner and
+    # joins gloo's worker threads holding the GIL, while a worker waits for the GIL to free the tensors of the last
+    # collective (pytorch/pytorch#56297): under CPU load a rank hung at exit with its run complete.
+    model = optimizer = loader = scheduler = None  # noqa: F841
+    accelerator.free_memory()
     accelerator.end_training()
     return exit_code
 

@@ -136,7 +136,7 @@ def test_preemption_script_cpu_mode_resumes_to_the_same_losses(tmp_path):
         cwd=ROOT, capture_output=True, text=True, timeout=480,  # ~60 s alone; past 240 s once under a loaded CPU
         stdin=subprocess.DEVNULL,
     )  # fmt: skip
-    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-1000:]  # stdout: each row's verdict and error
     rows = json.loads((tmp_path / "r.json").read_text())["rows"]
     assert set(rows) == {"cpu-ddp", "cpu-ddp-kill-during-save"}
     for r in rows.values():
