@@ -47,6 +47,12 @@ def read_text(path: str, what: str, max_bytes: int = MAX_INPUT_BYTES) -> str:
         raise UserError(f"{what} {where} is not UTF-8 text (bad byte at offset {exc.start})") from None
 
 
+def user_cache_dir() -> Path:
+    """$XDG_CACHE_HOME/dist-config-generator (default ~/.cache/dist-config-generator): the calibration file and the
+    counts of models built on the meta device."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "dist-config-generator"
+
+
 def check_writable(path: str | os.PathLike, force: bool) -> Path:
     """Fail early (before any work) if `path` exists without --force or its directory cannot take it."""
     p = Path(path)

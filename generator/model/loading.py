@@ -60,7 +60,7 @@ def _spec_by_meta(config: dict, name: str) -> ModelSpec:
     gives them (its own names for each family, the text config of a multimodal checkpoint). An MoE (issue 26): every
     parameter counts for memory, only the routed top-k share of the fused experts for compute; shared experts and
     dense layers among the sparse ones count as dense matmuls (they are not 3-D experts)."""
-    from generator.model.meta import meta_counts
+    from generator.model.meta_cache import meta_counts
 
     if not config.get("model_type"):
         raise UserError(f"{name}: config.json has no 'model_type', so its architecture cannot be built")

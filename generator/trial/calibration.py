@@ -14,21 +14,19 @@ Reset with `python -m generator plan --reset-calibration` (or delete the file).
 from __future__ import annotations
 
 import json
-import os
 import statistics
 from dataclasses import replace
 from pathlib import Path
 
 from generator.errors import UserError
-from generator.fileio import atomic_write
+from generator.fileio import atomic_write, user_cache_dir
 
 VERSION = 1
 
 
 def default_path() -> Path:
     """$XDG_CACHE_HOME/dist-config-generator/calibration.json (default ~/.cache/...)."""
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "dist-config-generator" / "calibration.json"
+    return user_cache_dir() / "calibration.json"
 
 
 def load(path: str | Path) -> list[dict]:

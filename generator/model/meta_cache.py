@@ -1,0 +1,71 @@
+"""Counts of a model built on the meta device, kept on disk. The build imports torch and transformers (3-4 s), so a
+second plan of the same architecture answers from this file with neither imported. An entry is keyed by the config,
+the installed transformers and the code that counts (generator/model/meta.py): a change to any of them misses, never
+answers stale. A cache that cannot be read or written is passed over (a read-only home still plans); a config
+transformers refuses is never cached, so its one-line error comes every time."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+from generator.errors import UserError
+from generator.fileio import atomic_write, user_cache_dir
+from generator.model import meta
+from generator.model.meta import MetaCounts
+
+
+def meta_counts(config: dict, name: str = "the model") -> MetaCounts:
+    """meta.meta_counts(config, name), from the cache where an entry for exactly this config and code exists."""
+    path = entry(config)
+    hit = _read(path) if path is not None else None
+    if hit is not None:
+        return hit
+    counts = meta.meta_counts(config, name)
+    if path is not None:
+        _write(path, counts)
+    return counts
+
+
+def entry(config: dict) -> Path | None:
+    """The cache file for this config, or None where transformers is not installed (the build will say so)."""
+    try:
+        installed = version("transformers")
+    except PackageNotFoundError:
+        return None
+    key = hashlib.sha256(json.dumps(config, sort_keys=True, default=repr).encode())
+    key.update(installed.encode())
+    key.update(Path(meta.__file__).read_bytes())
+    return user_cache_dir() / "meta" / f"{key.hexdigest()[:32]}.json"
+
+
+def _from_json(d: dict) -> MetaCounts:
+    linear = d["linear_names"]
+    return MetaCounts(
+        total=int(d["total"]),
+        experts=int(d["experts"]),
+        attentions=tuple(d["attentions"]),
+        dims=dict(d["dims"]),
+        layer_cls=d["layer_cls"],
+        linear_names=None if linear is None else tuple(linear),
+    )
+
+
+def _read(path: Path) -> MetaCounts | None:
+    try:
+        return _from_json(json.loads(path.read_text()))
+    except (OSError, ValueError, KeyError, TypeError):  # absent, half-written by hand, another layout
+        return None
+
+
+def _write(path: Path, counts: MetaCounts) -> None:
+    """Only counts that come back equal from JSON: a dimension JSON would turn into another type is not cached."""
+    try:
+        text = json.dumps(counts._asdict())
+        if _from_json(json.loads(text)) != counts:
+            return
+        atomic_write(path, text + "\n", force=True)
+    except (OSError, TypeError, ValueError, UserError):
+        pass

@@ -1,0 +1,86 @@
+"""The on-disk counts of models built on the meta device (generator/model/meta_cache.py): the second plan of an
+architecture outside the llama family imports neither torch nor transformers and sizes it the same; a changed config
+or a damaged entry is built again, never answered stale; an unwritable cache still plans; a refused config is never
+cached."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from generator.errors import UserError
+from generator.model import load_model
+
+pytest.importorskip("transformers")
+
+ROOT = Path(__file__).resolve().parents[1]
+GPT2 = {"model_type": "gpt2", "n_embd": 64, "n_layer": 2, "n_head": 4, "vocab_size": 512, "n_positions": 256}
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch) -> Path:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    return tmp_path / "xdg" / "dist-config-generator" / "meta"
+
+
+def write_config(directory: Path, config: dict) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "config.json").write_text(json.dumps(config))
+    return directory
+
+
+def test_second_load_imports_neither_torch_nor_transformers_and_sizes_the_same(tmp_path, cache):
+    model = write_config(tmp_path / "gpt2", GPT2)
+    first = load_model(str(model))
+    assert len(list(cache.glob("*.json"))) == 1
+    code = (
+        "import json, sys\n"
+        "from dataclasses import asdict\n"
+        "from generator.model import load_model\n"
+        f"spec = load_model({str(model)!r})\n"
+        "heavy = [m for m in ('torch', 'transformers', 'accelerate') if m in sys.modules]\n"
+        "print(json.dumps({'heavy': heavy, 'spec': asdict(spec)}, default=list))\n"
+    )
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "xdg")}
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr[-2000:]
+    second = json.loads(out.stdout)
+    assert second["heavy"] == []
+    assert second["spec"] == json.loads(json.dumps(first.__dict__, default=list))
+
+
+def test_a_changed_config_is_built_again(tmp_path, cache):
+    two = load_model(str(write_config(tmp_path / "a", GPT2)))
+    three = load_model(str(write_config(tmp_path / "b", {**GPT2, "n_layer": 3})))
+    assert three.num_layers == 3 and three.params_total > two.params_total
+    assert len(list(cache.glob("*.json"))) == 2
+
+
+def test_a_damaged_entry_is_built_again_and_replaced(tmp_path, cache):
+    model = write_config(tmp_path / "gpt2", GPT2)
+    expected = load_model(str(model))
+    (entry,) = cache.glob("*.json")
+    entry.write_text('{"total": 1')  # cut off mid-write by hand
+    assert load_model(str(model)) == expected
+    assert json.loads(entry.read_text())["total"] == expected.params_total
+
+
+def test_an_unwritable_cache_still_plans(tmp_path, monkeypatch):
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocker))
+    spec = load_model(str(write_config(tmp_path / "gpt2", GPT2)))
+    assert spec.num_layers == 2 and spec.decoder_layer_cls == "GPT2Block"
+
+
+def test_a_refused_config_is_not_cached(tmp_path, cache):
+    model = write_config(tmp_path / "bad", {"model_type": "no-such-architecture", "hidden_size": 64})
+    for _ in range(2):
+        with pytest.raises(UserError, match="cannot build model_type 'no-such-architecture'"):
+            load_model(str(model))
+    assert not cache.exists() or not list(cache.glob("*.json"))
