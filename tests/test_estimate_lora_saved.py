@@ -31,9 +31,10 @@ class _Box:
     __slots__ = ("t", "__weakref__")
 
 
-def saved_bytes_per_layer(model, inputs: dict) -> list[int]:
+def saved_bytes_per_layer(model, inputs: dict, keep_weight_shapes: bool = False) -> list[int]:
     """Bytes of unique storages each decoder layer's modules saved for backward and still hold after the loss,
-    leaving out parameters and autocast's bf16 copies of them (the estimator counts weights elsewhere)."""
+    leaving out parameters and autocast's bf16 copies of them (the estimator counts weights elsewhere), unless
+    `keep_weight_shapes`: then a tensor shaped like its module's weight counts too (peft's folded expert stacks)."""
     params = {p.untyped_storage().data_ptr() for p in model.parameters()}
     stack, owner, holders = ["<root>"], {}, Counter()
     weight_shapes: dict[str, set] = {}
@@ -50,7 +51,8 @@ def saved_bytes_per_layer(model, inputs: dict) -> list[int]:
     def pack(t):
         storage = t.untyped_storage()
         key = storage.data_ptr()
-        if key not in params and tuple(t.shape[::-1]) not in weight_shapes.get(stack[-1], ()):
+        weight_like = not keep_weight_shapes and tuple(t.shape[::-1]) in weight_shapes.get(stack[-1], ())
+        if key not in params and not weight_like:
             owner.setdefault(key, (stack[-1], storage.nbytes()))
             holders[key] += 1
         box = _Box()

@@ -75,7 +75,7 @@ def liger_not_planned(model_type: str) -> str:
     """The plan's line when Liger is left out for this architecture."""
     fit = LIGER.get(model_type)
     if fit is None:
-        return f"Liger not chosen: unmeasured on {model_type} under train.py (--liger runs it anyway)"
+        return f"Liger not chosen: its kernels are unmeasured on {model_type} (plan --liger takes them anyway)"
     return f"Liger not chosen for {model_type}: {fit.summary} (generator/catalog/liger.py; --liger runs {fit.kernels})"
 
 

@@ -4,6 +4,7 @@ v_proj do not exist in Phi-3 (qkv_proj) or GPT-2 (c_attn), where peft would stop
 from __future__ import annotations
 
 from generator.errors import UserError
+from generator.estimate.moe import expert_params
 from generator.estimate.scripts import ALL_LINEAR, default_lora_targets, lora_modules
 from generator.model.types import ModelSpec
 from generator.plan.types import PlanRequest
@@ -16,10 +17,14 @@ def lora_targets_for(request: PlanRequest, model: ModelSpec) -> tuple[tuple[str,
     if request.method == "full":
         return targets, None
     if targets == ALL_LINEAR and model.num_experts and request.script != "train.py":
+        layer_gb = 2 * expert_params(model) / model.num_layers / 1e9
         return targets, (
             f"LoRA targets: all-linear on a mixture of experts under --script {request.script}: peft's all-linear "
-            "also adapts the router and the experts, which this estimate leaves out (their adapters add memory and "
-            "time); --lora-targets q,k,v,o names what it prices"
+            "also adapts the router and the experts, and this estimate leaves that out. peft folds the adapter into "
+            f"each layer's expert weights on every forward: a second copy of them, {layer_gb:.1f} GB a layer in "
+            f"bf16, which every layer keeps for backward without checkpointing ({layer_gb * model.num_layers:.0f} "
+            "GB), and the experts' weight-gradient GEMMs run (tests/test_estimate_moe_saved.py counts it); "
+            "--lora-targets q,k,v,o names what it prices"
         )
     if targets == ALL_LINEAR or model.linear_names is None:
         return targets, None
