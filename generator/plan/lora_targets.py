@@ -20,7 +20,8 @@ def lora_targets_for(request: PlanRequest, model: ModelSpec) -> tuple[tuple[str,
         layer_gb = 2 * expert_params(model) / model.num_layers / 1e9
         return targets, (
             f"LoRA targets: all-linear on a mixture of experts under --script {request.script}: peft's all-linear "
-            "also adapts the router and the experts, and this estimate leaves that out. peft folds the adapter into "
+            "also adapts the router and, in the expert layouts peft converts (Mixtral's, and Qwen2-MoE's that OLMoE, "
+            "Qwen3-MoE and DeepSeek share), the experts; this estimate leaves that out. peft folds the adapter into "
             f"each layer's expert weights on every forward: a second copy of them, {layer_gb:.1f} GB a layer in "
             f"bf16, which every layer keeps for backward without checkpointing ({layer_gb * model.num_layers:.0f} "
             "GB), and the experts' weight-gradient GEMMs run (tests/test_estimate_moe_saved.py counts it); "
