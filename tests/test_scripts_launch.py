@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.emit_harness import free_port
+from tests.teardown_probe import alive_at_end_training, probe_env
 
 pytestmark = pytest.mark.slow
 
@@ -56,13 +57,14 @@ def work(tmp_path_factory):
     return root
 
 
-def launch(work: Path, script: str, out: Path, *extra: str) -> subprocess.CompletedProcess:
+def launch(work: Path, script: str, out: Path, *extra: str, **extra_env: str) -> subprocess.CompletedProcess:
     args = ["--model", str(work / "tiny"), "--init", "random", "--dataset", str(DATA), "--seq-len", str(SEQ),
             "--micro-batch", str(MB), "--global-batch", str(GLOBAL), "--max-steps", str(STEPS), "--lr", "3e-3",
             "--output-dir", str(out), *extra]  # fmt: skip
     cmd = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(work / "ddp.yaml"), script, *args]
     env = dict(os.environ, HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false", OMP_NUM_THREADS="1")
     env["HF_DATASETS_CACHE"] = str(work / "datasets_cache")
+    env.update(extra_env)
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc
@@ -99,8 +101,9 @@ def check_bench_log(out: Path) -> dict:
 
 def test_plain_loop_keeps_torch_and_accelerate_defaults(work):
     out = work / "plain"
-    launch(work, "bench/scripts/plain_loop.py", out)
+    launch(work, "bench/scripts/plain_loop.py", out, **probe_env(work / "teardown", "plain_loop.py"))
     start = check_bench_log(out)
+    assert alive_at_end_training(work / "teardown") == {"rank0": "0", "rank1": "0"}  # tests/teardown_probe.py
     # Accelerate's DistributedDataParallelKwargs defaults reach DDP unchanged
     assert start["ddp"] == {"find_unused_parameters": False, "gradient_as_bucket_view": False, "bucket_cap_mb": 25.0,
                             "broadcast_buffers": True, "static_graph": False}  # fmt: skip

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.teardown_probe import alive_at_end_training, probe_env
+
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -115,29 +117,6 @@ def train_workers(parent_pid: int) -> list:
     return [p for p in psutil.Process(parent_pid).children(recursive=True) if "train.py" in " ".join(p.cmdline())]
 
 
-# Loaded by every Python process of a launch through PYTHONPATH; in train.py's workers it records, when the process
-# group is about to be destroyed, how many DDP wrappers are still alive. One alive there is the last owner of the group
-# and destroys it holding the GIL while a gloo worker waits for the GIL: a rank hung at exit under CPU load in CI.
-TEARDOWN_PROBE = """
-import os, sys
-if sys.argv and sys.argv[0].endswith("train.py"):
-    import gc
-    from pathlib import Path
-
-    import accelerate, torch
-
-    end_training = accelerate.Accelerator.end_training
-
-    def probed(self):
-        gc.collect()
-        alive = sum(isinstance(o, torch.nn.parallel.DistributedDataParallel) for o in gc.get_objects())
-        Path(os.environ["TEARDOWN_PROBE_DIR"], "rank" + os.environ["RANK"]).write_text(str(alive))
-        return end_training(self)
-
-    accelerate.Accelerator.end_training = probed
-"""
-
-
 def _baseline(work, name: str, config: str, **extra_env: str):
     out = work / name
     proc = run(accelerate_cmd(work / config, train_args(work, out)), **extra_env)
@@ -152,11 +131,7 @@ def baseline_1p(work):
 
 @pytest.fixture(scope="module")
 def baseline_ddp2(work):
-    probe = work / "teardown_probe"
-    probe.mkdir()
-    (probe / "sitecustomize.py").write_text(TEARDOWN_PROBE)
-    path = os.pathsep.join(filter(None, [str(probe), os.environ.get("PYTHONPATH")]))
-    return _baseline(work, "base2", "ddp2.yaml", PYTHONPATH=path, TEARDOWN_PROBE_DIR=str(probe))
+    return _baseline(work, "base2", "ddp2.yaml", **probe_env(work / "teardown_probe", "train.py"))
 
 
 def test_single_process_trains_logs_and_checkpoints(baseline_1p):
@@ -189,8 +164,7 @@ def test_ddp_two_processes_match_one_process(baseline_1p, baseline_ddp2):
 
 
 def test_ddp_wrapper_is_gone_before_the_process_group_is_destroyed(baseline_ddp2, work):
-    counts = {f.name: f.read_text() for f in (work / "teardown_probe").glob("rank*")}
-    assert counts == {"rank0": "0", "rank1": "0"}
+    assert alive_at_end_training(work / "teardown_probe") == {"rank0": "0", "rank1": "0"}
 
 
 def test_export_reloads_with_the_trained_weights(baseline_1p, work):

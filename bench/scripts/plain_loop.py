@@ -182,6 +182,9 @@ def train(args: argparse.Namespace) -> int:
             t0 = time.perf_counter()
     log.summary(steplog.memory_per_rank(), script="custom")
     accelerator.wait_for_everyone()
+    # the DDP wrapper before the process group, as train.py does (a rank can hang at exit over gloo otherwise)
+    model = optimizer = loader = scheduler = None  # noqa: F841
+    accelerator.free_memory()
     accelerator.end_training()
     return 0
 
