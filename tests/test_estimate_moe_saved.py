@@ -85,17 +85,17 @@ def test_peft_all_linear_keeps_a_folded_copy_of_each_layers_experts():
 
     cfg = MixtralConfig(**TINY, intermediate_size=384, num_local_experts=4, num_experts_per_tok=2, sliding_window=None)
     inputs, _ = plain_loop_inputs()
-    counted = {}
+    r, counted = 16, {}
     for targets in (["q_proj", "k_proj", "v_proj", "o_proj"], "all-linear"):
         torch.manual_seed(0)
         model = MixtralForCausalLM._from_config(cfg, attn_implementation="sdpa").to(torch.bfloat16)
-        model = get_peft_model(model, LoraConfig(r=16, lora_alpha=32, target_modules=targets, task_type="CAUSAL_LM"))
+        model = get_peft_model(model, LoraConfig(r=r, lora_alpha=32, target_modules=targets, task_type="CAUSAL_LM"))
         counted[str(targets)] = saved_bytes_per_layer(model, inputs, keep_weight_shapes=True)[1]
     h, f, k, experts = cfg.hidden_size, cfg.intermediate_size, cfg.num_experts_per_tok, cfg.num_local_experts
     folded = 2 * experts * 3 * h * f  # bf16 gate_up and down stacks
     grouped_inputs = 2 * k * (h + f) * SEQ  # gathered tokens and gating product, for the weight gradients
-    router_adapter = 2 * (h + 16) * SEQ  # the router's adapter: its bf16 copy of the input, lora_A's output
-    r = 16  # the fold's factors, bf16: peft gives the fused gate_up stack twice the rank (gate and up each r)
+    router_adapter = 2 * (h + r) * SEQ  # the router's adapter: its bf16 copy of the input, lora_A's output
+    # the fold's factors, bf16: peft gives the fused gate_up stack twice the rank (gate and up each r)
     factors = 2 * experts * (2 * r * (h + 2 * f) + r * (f + h))
     extra = counted["all-linear"] - counted[str(["q_proj", "k_proj", "v_proj", "o_proj"])]
     assert extra == pytest.approx(folded + grouped_inputs + router_adapter + factors, rel=0.02)
