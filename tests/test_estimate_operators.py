@@ -21,8 +21,12 @@ ONE = Placement(num_gpus_per_machine=1, gpu_name="NVIDIA H200", gpu_memory_gb=15
 MISTRAL, QWEN, MIXTRAL = load_model("mistral-7b"), load_model("qwen2.5-7b"), load_model("mixtral-8x7b")
 
 
-def _doc() -> dict:
-    return json.loads(SHIPPED.read_text())
+def _doc(layer_rows: bool = True) -> dict:
+    """The shipped table; without its whole-layer rows where a test supplies its own."""
+    doc = json.loads(SHIPPED.read_text())
+    if not layer_rows:
+        doc["layers"] = []
+    return doc
 
 
 def _slower(doc: dict, factor: float) -> dict:
@@ -225,7 +229,7 @@ def test_moe_layers_are_priced_whole_where_the_table_times_them():
     4-bit loops, not the row's grouped_mm) are priced as before, and a table without rows changes nothing."""
     from generator.estimate.compute_time import compute_time
 
-    mixtral, base = load_model("mixtral-8x7b"), _doc()
+    mixtral, base = load_model("mixtral-8x7b"), _doc(layer_rows=False)
     plain = from_document(base, "no layer rows")
     slow = from_document(_mixtral_layer_rows(base, 40.0, 120.0), "layer rows")
     slower = from_document(_mixtral_layer_rows(base, 80.0, 240.0), "layer rows x2")
@@ -242,3 +246,26 @@ def test_moe_layers_are_priced_whole_where_the_table_times_them():
     # checkpointing reruns the row's forward: more time than without
     ckpt = compute_time(slow, mixtral, replace(lora, grad_checkpointing=True), "ddp")
     assert ckpt.layers_s > a.layers_s
+
+
+def test_levers_a_layer_row_did_not_run_move_it_by_the_operators_difference():
+    """Liger and float8 on Mixtral: the layer row (bf16, eager, no Liger) stays the anchor and the lever moves the
+    step by what the operators say it saves. Falling back to the operators alone dropped what the row measures (the
+    expert dispatch): Mixtral's Liger and float8 rows were predicted 29% and 22% fast."""
+    from generator.estimate.compute_time import compute_time
+
+    mixtral, base = load_model("mixtral-8x7b"), _doc(layer_rows=False)
+    plain = from_document(base, "no layer rows")
+    slow = from_document(_mixtral_layer_rows(base, 40.0, 120.0), "layer rows")
+    slower = from_document(_mixtral_layer_rows(base, 80.0, 240.0), "layer rows x2")
+    lora = Workload(method="lora", seq_len=4096, micro_batch=4, grad_checkpointing=False, load_dtype="bf16")
+    for lever in (replace(lora, liger=True), replace(lora, precision="fp8"), replace(lora, compiled_layers=True)):
+        anchored, twin = compute_time(slow, mixtral, lever, "ddp"), compute_time(slow, mixtral, lora, "ddp")
+        saving = compute_time(plain, mixtral, lora, "ddp").gpu_s - compute_time(plain, mixtral, lever, "ddp").gpu_s
+        assert anchored.layers_s > 0 and anchored.experts_s == 0, lever
+        assert saving > 0, lever
+        assert twin.gpu_s - anchored.gpu_s == pytest.approx(saving), lever
+        # the row carries through: twice the row, the same saving
+        assert compute_time(slower, mixtral, lever, "ddp").gpu_s - anchored.gpu_s == pytest.approx(
+            compute_time(slower, mixtral, lora, "ddp").gpu_s - twin.gpu_s
+        ), lever
