@@ -188,16 +188,16 @@ def _operators_time(table: ComputeTable, model: ModelSpec, workload: Workload, s
 def _row_time(table: ComputeTable, model: ModelSpec, workload: Workload, row: tuple) -> ComputeTime:
     """The decoder layers from their measured row; lm_head, LoRA's GEMMs, attention and the loss apart."""
     fwd, n = forward_passes(workload), workload.grad_accum
+    loss_bytes = workload.seq_len * workload.micro_batch * pass_bytes(model, workload).loss
     return ComputeTime(
         gemm_s=n * _gemm_s(table, model, workload, fwd, lambda name: not ops.is_decoder_base(name)),
         experts_s=0.0,
         attention_s=n * _attention_s(table, model, workload, fwd),
-        elementwise_s=n * _elementwise_s(table, workload.seq_len * workload.micro_batch * pass_bytes(model,
-                                                                                                    workload).loss),
+        elementwise_s=n * _elementwise_s(table, loss_bytes),
         fp8_cast_s=0.0,
         host_s=n * _host_s(table, model, workload, fwd),
         layers_s=n * _layers_s(table, model, workload, fwd, row),
-    )  # fmt: skip
+    )
 
 
 def _elementwise_s(table: ComputeTable, nbytes: float) -> float:
