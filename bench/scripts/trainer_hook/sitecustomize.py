@@ -79,3 +79,7 @@ if os.environ.get("BENCH_STEPLOG"):
 
     with contextlib.suppress(ImportError):  # the launcher process may lack transformers; training processes do not
         _install()
+        if os.environ.get("BENCH_PROFILE"):
+            from bench.scripts import profiler  # the same window train.py gets through bench/scripts/profile_hook
+
+            profiler.install()

@@ -1,0 +1,17 @@
+"""With this directory first on PYTHONPATH and BENCH_PROFILE=<dir> set, every Python process that imports torch's
+optimizers gets bench/scripts/profiler.py's window (train.py or a plain loop, run unchanged). Nothing happens without
+BENCH_PROFILE; TRL's script gets the same window through the trainer hook, which loads first on its PYTHONPATH."""
+
+import os
+import sys
+
+if os.environ.get("BENCH_PROFILE"):
+    _REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    if _REPO not in sys.path:
+        sys.path.append(_REPO)
+    import contextlib
+
+    with contextlib.suppress(ImportError):  # the launcher may run without torch's CUDA pieces; trainers do not
+        from bench.scripts import profiler
+
+        profiler.install()

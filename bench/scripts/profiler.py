@@ -1,0 +1,105 @@
+"""A torch.profiler window around a few optimizer steps of any training script, for the bench's open tokens/s misses
+(REPORT.md): where a step's time goes (GPU kernels by name, the host's gaps between them, allocator and sync calls).
+
+Installed by `bench/scripts/profile_hook` (train.py, a plain loop) or the trainer hook (TRL's script) when
+BENCH_PROFILE=<dir> is set; BENCH_PROFILE_STEPS=A:B (default 2:5) starts
+after optimizer step A, warms up for one step and records the steps after it up to B.
+Steps are counted by a global optimizer step hook, so the script itself is unchanged. Rank 0 writes:
+    <dir>/steps.json      per profiled step: wall (ms), GPU busy (union of kernel intervals, ms), kernel count,
+                          and the host-side calls that stall or allocate (cudaMalloc/cudaFree/synchronize/memcpy)
+    <dir>/cuda.txt        key_averages by device time (top 60)
+    <dir>/cpu.txt         key_averages by host self time (top 40)
+    <dir>/trace.json.gz   the Chrome trace (kept only under 60 MB)
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import shutil
+from pathlib import Path
+
+HOST_CALLS = ("cudaMalloc", "cudaFree", "cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaMemcpyAsync",
+              "cudaEventSynchronize", "cudaLaunchKernel", "cuLaunchKernel", "aten::item", "aten::nonzero")  # fmt: skip
+
+
+def _union_ms(intervals: list[tuple[float, float]]) -> float:
+    total, end = 0.0, float("-inf")
+    for a, b in sorted(intervals):
+        if b <= end:
+            continue
+        total += b - max(a, end)
+        end = b
+    return total / 1e3
+
+
+def _is_device(e) -> bool:
+    return "cuda" in str(getattr(e, "device_type", "")).lower()
+
+
+def summarise(prof, out: Path) -> None:
+    events = list(prof.events())
+    steps = sorted((e for e in events if e.name.startswith("ProfilerStep")), key=lambda e: e.time_range.start)
+    kernels = [(e.time_range.start, e.time_range.end) for e in events if _is_device(e)]
+    rows = []
+    for s in steps:
+        a, b = s.time_range.start, s.time_range.end
+        inside = [(max(x, a), min(y, b)) for x, y in kernels if y > a and x < b]
+        host = {}
+        for e in events:
+            if not _is_device(e) and e.name in HOST_CALLS and a <= e.time_range.start < b:
+                n, ms = host.get(e.name, (0, 0.0))
+                host[e.name] = (n + 1, ms + (e.time_range.end - e.time_range.start) / 1e3)
+        calls = {k: [n, round(ms, 2)] for k, (n, ms) in host.items()}
+        rows.append(dict(step=s.name, wall_ms=round((b - a) / 1e3, 2), gpu_busy_ms=round(_union_ms(inside), 2),
+                         kernels=len(inside), host_calls=calls))  # fmt: skip
+    (out / "steps.json").write_text(json.dumps(rows, indent=1))
+    avg = prof.key_averages()
+    (out / "cuda.txt").write_text(avg.table(sort_by="self_cuda_time_total", row_limit=60, max_name_column_width=90))
+    (out / "cpu.txt").write_text(avg.table(sort_by="self_cpu_time_total", row_limit=40, max_name_column_width=90))
+    raw = out / "trace.json"
+    prof.export_chrome_trace(str(raw))
+    with raw.open("rb") as src, gzip.open(out / "trace.json.gz", "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    raw.unlink()
+    if (out / "trace.json.gz").stat().st_size > 60e6:
+        (out / "trace.json.gz").unlink()
+
+
+def _sync(torch) -> None:
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+def install() -> None:
+    import torch
+    from torch.optim.optimizer import register_optimizer_step_post_hook
+
+    out = Path(os.environ["BENCH_PROFILE"])
+    first, last = (int(x) for x in os.environ.get("BENCH_PROFILE_STEPS", "2:5").split(":"))
+    rank0 = int(os.environ.get("RANK", "0")) == 0
+    state = {"n": 0, "prof": None}
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if torch.cuda.is_available():
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+
+    def hook(optimizer, args, kwargs) -> None:
+        state["n"] += 1
+        n, prof = state["n"], state["prof"]
+        if n == first:
+            _sync(torch)
+            sched = torch.profiler.schedule(wait=0, warmup=1, active=last - first - 1, repeat=1)
+            state["prof"] = torch.profiler.profile(activities=activities, schedule=sched, record_shapes=False)
+            state["prof"].__enter__()
+        elif prof is not None and first < n <= last:
+            _sync(torch)
+            prof.step()
+            if n == last:
+                prof.__exit__(None, None, None)
+                state["prof"] = None
+                if rank0:
+                    out.mkdir(parents=True, exist_ok=True)
+                    summarise(prof, out)
+
+    register_optimizer_step_post_hook(hook)
