@@ -1,7 +1,8 @@
 """The shipped H200 operator-rate table (generator/compute/h200.json) and the constants fitted on top of it
 (generator/compute/fit.json), made reproducibly.
 
-    python bench/fit_compute.py bench/results/compute-h200-2026-12-01.json   # the measured table (probe --compute)
+    python bench/fit_compute.py bench/results/compute-h200-2026-12-02.json \
+        --supplement bench/results/flex-short-docs-h200-2026-12-02.json    # the measured table (probe --compute)
     python bench/fit_compute.py --provisional                                # catalog-scaled stand-in, no GPU
     python bench/fit_compute.py --check                                      # print the fit, write nothing
 
@@ -211,11 +212,28 @@ def fit_constant(name: str, rows, busbw, table, others: dict, hi: float) -> tupl
     return best, _errors(rows, busbw, table, {**others, name: best})
 
 
+def supplemented(doc: dict, path: Path) -> dict:
+    """The table with a supplement's attention rows added (bench/results/flex-short-docs-h200-2026-12-02.json: flex at
+    54-512-token documents, which the 2026-12-02 probe did not time), each row naming its file; rows the table already
+    holds at the same path and shape are left as the probe measured them."""
+    extra = json.loads(path.read_text())
+    if "H200" not in str(extra.get("device")):
+        raise SystemExit(f"{path}: measured on {extra.get('device')!r}, not an H200")
+    shape = ("path", "heads", "kv_heads", "seq", "doc")
+    held = {tuple(r.get(k) for k in shape) for r in doc.get("attention", [])}
+    new = [{**r, "source": path.name} for r in extra["rows"] if tuple(r.get(k) for k in shape) not in held]
+    names = [*doc.get("supplements", []), path.name]
+    return {**doc, "attention": [*doc.get("attention", []), *new], "supplements": sorted(set(names))}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("measured", nargs="?", help="probe --compute JSON measured on one H200")
     ap.add_argument("--provisional", action="store_true", help="build the catalog-scaled stand-in table")
     ap.add_argument("--check", action="store_true", help="print the fit against the shipped table; write nothing")
+    ap.add_argument("--supplement", action="append", default=[], type=Path,
+                    help="a later measurement of more attention rows by the probe's own code on one H200 (its `rows`),"
+                    " added to the table with its file named under `supplements` (repeatable)")  # fmt: skip
     args = ap.parse_args(argv)
     if args.measured:
         doc = json.loads(Path(args.measured).read_text())
@@ -228,6 +246,8 @@ def main(argv: list[str] | None = None) -> int:
         doc = json.loads(SHIPPED.read_text())
     else:
         ap.error("give the measured file, --provisional or --check")
+    for extra in args.supplement:
+        doc = supplemented(doc, extra)
     source = doc.get("provisional") or f"measured on one {doc['gpu']} by probe --compute"
     table = from_document(doc, source)
     files = load_files()

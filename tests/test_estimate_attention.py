@@ -3,11 +3,12 @@ it materialises, and the sweep's acceptance rows predicted through bench.calibra
 
 from dataclasses import replace
 
+import numpy as np
 import pytest
 
 from bench.calibration import load_files, load_rows, measured_busbw, predict
 from generator.estimate import Placement, Workload, estimate
-from generator.estimate.attention import kernel_path, keys_per_query, mask_bytes
+from generator.estimate.attention import flex_tile_keys, kernel_path, keys_per_query, mask_bytes
 from generator.estimate.hardware import gpu_rates
 from generator.estimate.timing import model_flops_per_token
 from generator.model import load_model
@@ -40,9 +41,27 @@ def test_work_shares_dense_causal_flex():
     causal = keys_per_query(MISTRAL, Workload(seq_len=2048))
     assert dense == 32768
     assert causal == pytest.approx(1024)
-    # window 4096 over 32768-token documents: 4096 - 4096^2 / (2 x 32768) = 3840 keys, plus the diagonal tile
-    assert flex_fill == pytest.approx(3840 + 128)
-    assert flex_short == pytest.approx(27 + 128)
+    # window 4096 over 32768-token documents: each query tile reaches back 4,095 keys, so 33 tiles of 128 (fewer in
+    # the row's first 32 tiles)
+    assert 30 * 128 < flex_fill <= 33 * 128
+    # 54-token documents straddle tile boundaries: most query tiles keep their diagonal tile and the one before
+    assert flex_short == flex_tile_keys(32768, 54)
+    assert 128 < flex_short < 2 * 128
+
+
+@pytest.mark.parametrize("seq", [512, 1280])
+@pytest.mark.parametrize("doc", [54, 100, 128, 300, 1024])
+@pytest.mark.parametrize("window", [None, 200, 512])
+def test_flex_tile_keys_count_the_tiles_a_block_mask_keeps(seq, doc, window):
+    """The closed count against the mask itself: a 128 x 128 tile is computed when any of its (query, key) pairs is
+    causal, inside one document and inside the window."""
+    q = np.arange(seq)[:, None]
+    k = np.arange(seq)[None, :]
+    keep = (k <= q) & (q // doc == k // doc)
+    if window:
+        keep &= q - k < window
+    tiles = keep.reshape(seq // 128, 128, seq // 128, 128).any(axis=(1, 3))
+    assert flex_tile_keys(seq, doc, window) == tiles.sum() * 128 / (seq // 128)
 
 
 def test_dense_sdpa_is_slower_than_flex_at_long_sequences_but_mfu_counts_the_same_flops():

@@ -32,6 +32,23 @@ def test_custom_fsdp2_on_one_h200_does_not_fit_as_measured():
     assert estimate(model, FULL, H200, "fsdp").fits  # train.py's fused AdamW has no such copy
 
 
+def test_qlora_stream_follows_the_load_dtype_only_where_the_script_skips_kbit_preparation():
+    """train.py calls prepare_model_for_kbit_training (embeddings, norms and the residual stream in fp32 whatever the
+    load dtype); TRL's SFTTrainer does not, so with --dtype bfloat16 they stay bf16: at 8,192 tokens with
+    checkpointing TRL measured 8.5 GB allocated (bench/results/h200-x1-trl-cli-2026-12-02-b.json)."""
+    model = load_model("mistral-7b")
+    qlora = Workload(method="qlora", seq_len=8192, micro_batch=1, grad_checkpointing=True, attention="flex",
+                     lora_targets=("q", "v"), grad_as_bucket_view=False)  # fmt: skip
+
+    def peak(script, load):
+        return estimate(model, replace(qlora, script=script, load_dtype=load), H200, "ddp")
+
+    trl_bf16, trl_fp32 = peak("trainer", "bf16"), peak("trainer", "fp32")
+    assert trl_bf16.breakdown["checkpoints"] == pytest.approx(trl_fp32.breakdown["checkpoints"] / 2)
+    assert trl_bf16.peak_gb == pytest.approx(8.51, rel=0.05)
+    assert peak("train.py", "bf16").breakdown["checkpoints"] == trl_fp32.breakdown["checkpoints"]
+
+
 def test_trainer_keeps_no_logits():
     model = load_model("mistral-7b")
     e = estimate(model, replace(FULL, script="trainer", grad_as_bucket_view=False), H200, "ddp")

@@ -32,7 +32,7 @@ from generator.estimate.moe import (
     moe_saved_bytes_per_token,
 )
 from generator.estimate.scripts import liger_fused_loss, liger_kernels, script_facts
-from generator.estimate.states import LORA_TARGETS, adapted_targets
+from generator.estimate.states import LORA_TARGETS, adapted_targets, qlora_kept_bytes
 from generator.estimate.types import Workload
 from generator.model.types import ModelSpec
 
@@ -49,9 +49,10 @@ DROPOUT_MASK_BYTES = 1
 
 def residual_bytes(workload: Workload, strategy: str) -> int:
     """Bytes per element of the residual stream: fp32 when fp32 weights run under autocast outside DeepSpeed, and
-    always under QLoRA (peft casts the embeddings to fp32, so the stream starts fp32 and autocast keeps it)."""
+    under QLoRA whenever its unquantised embeddings are fp32 (states.qlora_kept_bytes: the stream starts fp32 and
+    autocast keeps it)."""
     if workload.method == "qlora":
-        return 4
+        return qlora_kept_bytes(workload)
     return 4 if workload.load_dtype == "fp32" and catalog.strategy(strategy).framework == "ddp" else 2
 
 
@@ -71,8 +72,8 @@ def layer_saved_bytes_per_token(
     attention = 4 * q + 4 * kv + o_proj_input_bytes(model, path)
     # gate and up outputs (and, without Liger, the activation between them) in the MLP's element size, the product
     # kept by down_proj in bf16 (a frozen base's down keeps none: lora_saved_delta_per_token takes it back)
-    mlp_f = (2 if liger else 3) * f * mlp_element_bytes(method) + 2 * f
-    mlp = mlp_f if not model.num_experts else moe_saved_bytes_per_token(model, method)
+    mlp_f = (2 if liger else 3) * f * mlp_element_bytes(method, r) + 2 * f
+    mlp = mlp_f if not model.num_experts else moe_saved_bytes_per_token(model, method, r)
     return float(norms + attention + mlp)
 
 

@@ -16,6 +16,7 @@ Paths (transformers/masking_utils.py and integrations/sdpa_attention.py, 5.17-5.
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import cache
 
 from generator.estimate.scripts import script_facts
 from generator.estimate.types import Workload
@@ -82,12 +83,27 @@ def useful_keys_per_query(model: ModelSpec, workload: Workload) -> float:
     return _mean_reach(documents(workload), model.sliding_window)
 
 
+@cache
+def flex_tile_keys(seq: int, doc: int, window: int | None = None) -> float:
+    """Mean keys per query over the 128 x 128 tiles a causal block mask of `doc`-token documents (and a sliding
+    `window`) keeps, counted as the kernel computes them (a kept tile is computed whole): a query tile reaches back to
+    the tile holding the earliest key its first query sees (its document's start, or the window's). The probe's flex
+    rows carry the same count, so a rate read from them prices the same work (generator/probe/compute_attention.py)."""
+    b = FLEX_BLOCK_TOKENS
+    blocks = max(seq // b, 1)
+    kept = 0
+    for qb in range(blocks):
+        first = qb * b
+        earliest = max(first // doc * doc, first - window + 1 if window else 0, 0)
+        kept += qb - earliest // b + 1
+    return kept * b / blocks
+
+
 def keys_per_query(model: ModelSpec, workload: Workload) -> float:
     """Keys each query multiplies (QK^T and AV), averaged over the sequence, on the chosen kernel's path.
 
     Dense SDPA and eager compute every score of the s x s square; the flash path the causal half; flex the tiles it
-    keeps: a query tile reaches its documents' earlier keys inside the window plus, on average, one partly masked
-    tile on the diagonal."""
+    keeps (flex_tile_keys: inside each document and the window)."""
     _, s = attention_rows(workload)
     path = kernel_path(model, workload)
     if path in ("sdpa_dense", "eager"):
@@ -95,7 +111,7 @@ def keys_per_query(model: ModelSpec, workload: Workload) -> float:
     reach = _mean_reach(documents(workload), model.sliding_window)
     if path == "sdpa_causal":
         return reach
-    return min(float(s), reach + FLEX_BLOCK_TOKENS)
+    return min(float(s), flex_tile_keys(s, documents(workload), model.sliding_window))
 
 
 def attention_flops_per_token(model: ModelSpec, workload: Workload, keys=keys_per_query) -> float:

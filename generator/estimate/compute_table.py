@@ -21,6 +21,17 @@ from dataclasses import dataclass, field, replace
 from functools import cache
 
 GEMM_NEIGHBOURS = 4
+GEMM_BURST = "burst"
+"""method.gemm_timing of a table whose GEMMs were timed in back-to-back bursts, as a step queues them (the probe
+since 2026-12-02, generator/probe/compute_bench.gemm_time)."""
+PER_CALL_LAUNCH_GAP_MS = 0.0192
+"""What timing one GEMM call between two CUDA events adds to the call's time in a queue: the launch gap the GPU
+waits through after the start event. The median over 46 shapes of 16-350 us (LoRA's rank-8/16/64 GEMMs at 8k-32k
+tokens, both sides, all three layouts) of per-call minus burst time, one H200, 2026-12-02
+(bench/results/gemm-timing-h200-2026-12-02.json: 16-40 us, median 19.2). Taken off every GEMM row of a table timed
+per call (no method.gemm_timing: the probe before this date); a 1-3 ms GEMM moves 1-2%, a 40 us rank-16 one half.
+Without it LoRA's rank-16 GEMMs were priced at 180 ms of a Mistral-7B step that profiled 74-78 ms of them
+(bench/results/profile-h200-2026-12-02/)."""
 ATTENTION_PATHS = ("sdpa_causal", "sdpa_dense", "flex")
 
 
@@ -73,9 +84,14 @@ def from_document(doc: dict, source: str) -> ComputeTable:
     if not isinstance(doc, dict) or doc.get("kind") != "compute" or doc.get("version") != 1:
         raise ValueError("not a version-1 compute file from `python -m generator probe --compute`")
     gemm: dict = {}
+    per_call = (doc.get("method") or {}).get("gemm_timing") != GEMM_BURST and doc.get("device", "cuda") == "cuda"
     for dtype, rows in (doc.get("gemm") or {}).items():
         for r in rows:
-            gemm.setdefault((dtype, r["op"]), []).append((int(r["m"]), int(r["k"]), int(r["n"]), _num(r["tflops"])))
+            m, k, n, rate = int(r["m"]), int(r["k"]), int(r["n"]), _num(r["tflops"])
+            if per_call and "ms" in r:
+                ms = _num(r["ms"])
+                rate *= ms / max(ms - PER_CALL_LAUNCH_GAP_MS, 0.5 * ms)
+            gemm.setdefault((dtype, r["op"]), []).append((m, k, n, rate))
     if not gemm.get(("bf16", "fwd")):
         raise ValueError("the compute file has no bf16 forward GEMM rows")
     grouped: dict = {}
@@ -160,7 +176,26 @@ def gemm_tflops(table: ComputeTable, dtype: str, op: str, m: int, k: int, n: int
         if dtype == "bf16":
             raise ValueError("the compute table has no bf16 GEMM rows")
         return gemm_tflops(table, "bf16", op, m, k, n)
-    return _weighted(rows, (m, k, n), 3, 3, sized=3)
+    if (m, k, n) in {r[:3] for r in rows}:
+        return next(r[3] for r in rows if r[:3] == (m, k, n))
+    # Neighbours are averaged as efficiencies against each shape's roofline, not as raw rates: a rank-16 GEMM streams
+    # its input at a rate that scales with its width, so a rank-8 neighbour's raw rate would halve it.
+    peak = max(r[3] for r in rows)
+    by_eff = tuple((*r[:3], _roofline_s(r[:3], peak, table.hbm_gbps) * r[3] / _flops(r[:3])) for r in rows)
+    eff = _weighted(by_eff, (m, k, n), 3, 3, sized=3)
+    return _flops((m, k, n)) / (_roofline_s((m, k, n), peak, table.hbm_gbps) / eff)
+
+
+def _flops(shape: tuple[int, ...]) -> float:
+    m, k, n = shape
+    return 2.0 * m * k * n / 1e12
+
+
+def _roofline_s(shape: tuple[int, ...], peak_tflops: float, hbm_gbps: float) -> float:
+    """Seconds of a bf16 GEMM at the table's best GEMM rate or its HBM rate, whichever binds (operands read once,
+    the output written once)."""
+    m, k, n = shape
+    return max(_flops(shape) / peak_tflops, 2.0 * (m * k + k * n + m * n) / (hbm_gbps * 1e9))
 
 
 @cache

@@ -42,18 +42,18 @@ def expert_params(model: ModelSpec) -> int:
     return model.num_layers * model.num_experts * 3 * model.hidden_size * model.intermediate_size
 
 
-def mlp_element_bytes(method: str) -> int:
-    """Bytes per element of the MLP's (or experts') intermediates: 4 under QLoRA, where bitsandbytes' Linear4bit
-    returns its input's dtype and the input is QLoRA's fp32 residual stream (peft casts the norms' weights to fp32),
-    so gate, up and the activation between them are fp32 (a dense layer too: tests/test_estimate_lora_saved.py);
-    else 2 (bf16 under autocast, or a bf16 model)."""
-    return 4 if method == "qlora" else 2
+def mlp_element_bytes(method: str, residual: int = 4) -> int:
+    """Bytes per element of the MLP's (or experts') intermediates: 4 under QLoRA with an fp32 residual stream
+    (`residual`, activations.residual_bytes: peft's prepare_model_for_kbit_training casts the norms' weights to
+    fp32), where bitsandbytes' Linear4bit returns its input's dtype, so gate, up and the activation between them are
+    fp32 (a dense layer too: tests/test_estimate_lora_saved.py); else 2 (bf16 under autocast, or a bf16 model)."""
+    return 4 if method == "qlora" and residual == 4 else 2
 
 
-def moe_saved_bytes_per_token(model: ModelSpec, method: str) -> float:
+def moe_saved_bytes_per_token(model: ModelSpec, method: str, residual: int = 4) -> float:
     """Bytes one MoE layer's experts, router and dispatch keep for backward, per token (module docstring)."""
     h, f, k = model.hidden_size, model.intermediate_size, model.experts_per_token
-    e = mlp_element_bytes(method)
+    e = mlp_element_bytes(method, residual)
     kept = 2 * f + f + h  # gate/up output, activation output, down output
     if method == "full":
         kept += h + f  # the grouped GEMMs' inputs, for the experts' weight gradients

@@ -70,6 +70,10 @@ class ScriptFacts:
     TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING)."""
     lora_dropout: float
     """LoRA dropout: train.py 0; TRL's CLI 0.05 (ModelConfig.lora_dropout); peft's LoraConfig default 0."""
+    kbit_upcast: bool
+    """QLoRA: the script calls peft's prepare_model_for_kbit_training, which casts every unquantised parameter to fp32
+    (train.py: training/model.py; peft's QLoRA recipe, which a plain loop is taken to follow); TRL 1.16's SFTTrainer
+    calls only get_peft_model (sft_trainer.py 843-869), so its embeddings and norms keep the load dtype."""
     flattens_micro_batch: bool
     """The micro-batch reaches attention as one row of micro-batch x seq-len tokens: TRL's padding-free collator
     (on whenever packing is "bfd", the CLI's --packing default) concatenates the examples with restarting
@@ -92,6 +96,7 @@ FACTS: dict[str, ScriptFacts] = {
         fp8=True,
         lora_targets=ALL_LINEAR,
         lora_dropout=0.0,
+        kbit_upcast=True,
         flattens_micro_batch=False,
     ),
     "trainer": ScriptFacts(
@@ -108,6 +113,7 @@ FACTS: dict[str, ScriptFacts] = {
         fp8=False,
         lora_targets=QV,
         lora_dropout=0.05,
+        kbit_upcast=False,
         flattens_micro_batch=True,
     ),
     "custom": ScriptFacts(
@@ -124,6 +130,7 @@ FACTS: dict[str, ScriptFacts] = {
         fp8=False,
         lora_targets=QV,
         lora_dropout=0.0,
+        kbit_upcast=True,
         flattens_micro_batch=False,
     ),
 }

@@ -97,12 +97,20 @@ def qlora_unquantised_params(model: ModelSpec) -> int:
     return model.params_embedding + (0 if model.tie_embeddings else model.vocab_size * model.hidden_size)
 
 
+def qlora_kept_bytes(workload: Workload) -> int:
+    """Bytes per parameter QLoRA's unquantised parameters (embeddings, norms, lm_head) are held in: 4 where the
+    script calls peft's prepare_model_for_kbit_training (ScriptFacts.kbit_upcast) or loads in fp32, else the load
+    dtype's 2 (TRL 1.16 with --dtype bfloat16: measured 8.5 GB at 8,192 tokens against 11.9 predicted with fp32,
+    bench/results/h200-x1-trl-cli-2026-12-02-b.json)."""
+    return 4 if script_facts(workload.script).kbit_upcast or workload.load_dtype == "fp32" else 2
+
+
 def _frozen_base_bytes(model: ModelSpec, workload: Workload, strategy: str) -> float:
     """LoRA/QLoRA frozen base weights on one GPU (before sharding)."""
     p = model.params_total
     if workload.method == "qlora":
-        kept_fp32 = qlora_unquantised_params(model)
-        return (p - kept_fp32) * NF4_BYTES_PER_PARAM + 4 * kept_fp32
+        kept = qlora_unquantised_params(model)
+        return (p - kept) * NF4_BYTES_PER_PARAM + qlora_kept_bytes(workload) * kept
     return p * (2 if catalog.strategy(strategy).framework == "deepspeed" else load_bytes(workload))
 
 

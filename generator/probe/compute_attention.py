@@ -17,9 +17,8 @@ import time
 import torch
 import torch.nn.functional as F
 
+from generator.estimate.attention import flex_tile_keys
 from generator.probe.compute_bench import Clock, tf
-
-FLEX_BLOCK = 128
 
 
 def _qkv(mb: int, heads: int, kv: int, seq: int, dim: int, device: str):
@@ -35,18 +34,6 @@ def _repeat(x, n: int):
         return x
     mb, kv, s, d = x.shape
     return x[:, :, None].expand(mb, kv, n, s, d).reshape(mb, kv * n, s, d)
-
-
-def _flex_keys(seq: int, doc: int) -> float:
-    """Mean keys per query over the 128-tiles a causal document mask keeps (as the kernel computes them)."""
-    blocks = seq // FLEX_BLOCK
-    kept = 0
-    for qb in range(blocks):
-        q_doc = (qb * FLEX_BLOCK) // doc
-        for kb in range(qb + 1):
-            if (kb * FLEX_BLOCK + FLEX_BLOCK - 1) // doc >= q_doc:  # the tile reaches into the query's document
-                kept += 1
-    return kept * FLEX_BLOCK / blocks
 
 
 def _callable(path: str, q, k, v, seq: int, doc: int, device: str):
@@ -76,7 +63,7 @@ def _callable(path: str, q, k, v, seq: int, doc: int, device: str):
 
     block = create_block_mask(mask_mod, None, None, seq, seq, device=device)
     compiled = torch.compile(flex_attention)
-    return lambda: compiled(q, k, v, block_mask=block, enable_gqa=heads != kv), _flex_keys(seq, doc)
+    return lambda: compiled(q, k, v, block_mask=block, enable_gqa=heads != kv), flex_tile_keys(seq, doc)
 
 
 def attention_rows(clock: Clock, paths: list[str], layouts, seqs, tokens: int, dim: int, budget_s: float,

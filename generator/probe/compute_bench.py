@@ -35,8 +35,8 @@ class Clock:
         if self.device == "cuda":
             torch.cuda.synchronize()
 
-    def time(self, fn) -> float:
-        """Median seconds of one call of fn()."""
+    def time(self, fn, burst: int = 1) -> float:
+        """Median seconds of one call of fn(), timed over `burst` back-to-back calls between one pair of events."""
         for _ in range(self.warmup):
             fn()
         self.sync()
@@ -45,10 +45,11 @@ class Clock:
             if self.device == "cuda":
                 start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 start.record()
-                fn()
+                for _ in range(burst):
+                    fn()
                 end.record()
                 end.synchronize()
-                times.append(start.elapsed_time(end) / 1e3)
+                times.append(start.elapsed_time(end) / 1e3 / burst)
             else:
                 t0 = time.perf_counter()
                 fn()
@@ -58,13 +59,34 @@ class Clock:
         return statistics.median(times)
 
 
+BURST_S = 5e-4
+"""A GEMM is timed as a burst of back-to-back calls lasting about this long: autograd queues a step's GEMMs ahead of
+the GPU, so none waits for its launch. Timed one call at a time between two events, a small GEMM carried the launch
+gap (19 us median over 46 LoRA-sized shapes on one H200, bench/results/gemm-timing-h200-2026-12-02.json), and LoRA's
+rank-16 GEMMs read 2.4x slower than in a profiled step (bench/results/profile-h200-2026-12-02/)."""
+
+
+def gemm_time(clock: Clock, fn) -> float:
+    """Seconds of one in-queue call of fn: one timed call sizes the burst (1-50 calls), then the bursts are timed."""
+    if clock.device != "cuda":
+        return clock.time(fn)
+    fn()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    fn()
+    end.record()
+    end.synchronize()
+    single = start.elapsed_time(end) / 1e3
+    return clock.time(fn, burst=max(1, min(50, round(BURST_S / max(single, 1e-6)))))
+
+
 def per_layer(shallow: tuple[float, float], deep: tuple[float, float], span: int) -> tuple[float, float]:
     """(forward, forward + backward) seconds per layer from two depths' timings, `span` layers apart: what the two
     share (embedding, mask, lm_head, loss) drops out; noise below zero reads as zero."""
     return max(deep[0] - shallow[0], 0.0) / span, max(deep[1] - shallow[1], 0.0) / span
 
 
-def _operands(g: Gemm, device: str, dtype):
+def gemm_operands(g: Gemm, device: str, dtype):
     """bf16 operands laid out as autograd hands them to the GEMM: fwd x @ W^T (W stored [N, K]), dgrad dY @ W,
     wgrad dY^T @ X."""
     if g.op == "fwd":
@@ -83,8 +105,8 @@ def gemm_rows(clock: Clock, gemms: list[Gemm], dtype_name: str, budget_s: float)
             clock.skipped.append(f"gemm {dtype_name} {g.op} {g.m}x{g.k}x{g.n}: time box")
             continue
         try:
-            a, b = _operands(g, clock.device, dtype)
-            s = clock.time(lambda a=a, b=b: torch.mm(a, b))
+            a, b = gemm_operands(g, clock.device, dtype)
+            s = gemm_time(clock, lambda a=a, b=b: torch.mm(a, b))
         except RuntimeError as exc:  # out of memory on a small card: the shape is listed, not guessed
             clock.skipped.append(f"gemm {dtype_name} {g.op} {g.m}x{g.k}x{g.n}: {str(exc)[:120]}")
             continue
@@ -122,7 +144,7 @@ def fp8_gemm_rows(clock: Clock, gemms: list[Gemm], budget_s: float) -> list[dict
             a = torch.randn(g.m, g.k, device=clock.device, dtype=torch.bfloat16).to(f8)
             b = torch.randn(g.n, g.k, device=clock.device, dtype=torch.bfloat16).to(f8).t()
             fn = lambda a=a, b=b: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)  # noqa: E731
-            s = clock.time(fn)
+            s = gemm_time(clock, fn)
         except RuntimeError as exc:
             clock.skipped.append(f"gemm fp8 {g.op} {g.m}x{g.k}x{g.n}: {str(exc)[:120]}")
             continue

@@ -30,6 +30,9 @@ ATTN_TOKENS = 16384
 """Tokens per attention call (micro-batch = ATTN_TOKENS // seq, at least 1)."""
 FLEX_DOC_TOKENS = 1024
 """Document length of the flex block-mask rows (packed short documents)."""
+FLEX_SHORT_DOC_TOKENS = 128
+"""Chat-sized documents: every 128-token tile partly masked, the rate falls to 96-155 TFLOP/s (one H200,
+bench/results/flex-short-docs-h200-2026-12-02.json: 54-512-token documents), far below the 1,024-token rows'."""
 
 
 @dataclass(frozen=True)
