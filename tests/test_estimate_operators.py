@@ -284,9 +284,11 @@ def test_per_call_gemm_rows_lose_the_launch_gap_and_burst_rows_are_read_as_measu
     big = max((r for r in rows if r["op"] == "fwd"), key=lambda r: r["ms"])
     per_call = from_document(doc, "per call")
     burst = from_document({**doc, "method": {**doc["method"], "gemm_timing": GEMM_BURST}}, "burst")
+    derived = from_document({**doc, "measured": False}, "a provisional table: rates derived, not timed")
     for r, lo, hi in ((small, 1.5, 3.0), (big, 1.0, 1.02)):
         key = (r["m"], r["k"], r["n"])
         assert gemm_tflops(burst, "bf16", "fwd", *key) == r["tflops"]
+        assert gemm_tflops(derived, "bf16", "fwd", *key) == r["tflops"]
         gained = gemm_tflops(per_call, "bf16", "fwd", *key) / r["tflops"]
         assert gained == pytest.approx(r["ms"] / (r["ms"] - PER_CALL_LAUNCH_GAP_MS))
         assert lo < gained < hi

@@ -66,3 +66,22 @@ def test_check_warns_when_a_custom_script_would_not_fit_a_train_py_config(tmp_pa
     out = capsys.readouterr().out
     assert "will not fit if launched with a custom script" in out and "written for train.py, predicted" in out
     assert main(["check", "one.yaml", "--machine", "h200-sxm-2", "--script", "train.py"]) == 0
+
+
+def test_lora_dropout_streams_each_adapted_input_in_eager_layers_only():
+    """TRL's default dropout (0.05) runs on each adapter's own fp32 copy of its input: its cost follows the adapted
+    Linears' input widths (every projection against q and v only), and a compiled layer fuses it away."""
+    from generator.estimate.passes import elementwise_bytes
+
+    model = load_model("mistral-7b")
+    base = Workload(method="lora", seq_len=4096, micro_batch=1, script="trainer", load_dtype="bf16")
+
+    def extra(**kw):
+        w = replace(base, **kw)
+        return elementwise_bytes(model, replace(w, lora_dropout=0.05), 1) - elementwise_bytes(model, w, 1)
+
+    every, qv = extra(), extra(lora_targets=("q", "v"))
+    h, f = model.hidden_size, model.intermediate_size
+    assert every / qv == pytest.approx((6 * h + f) / (2 * h))
+    assert extra(compiled_layers=True) == 0
+    assert extra(method="full") == 0

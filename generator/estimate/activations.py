@@ -32,7 +32,7 @@ from generator.estimate.moe import (
     moe_saved_bytes_per_token,
 )
 from generator.estimate.scripts import liger_fused_loss, liger_kernels, script_facts
-from generator.estimate.states import LORA_TARGETS, adapted_targets, qlora_kept_bytes
+from generator.estimate.states import LORA_TARGETS, adapted_targets, linear_dims, qlora_kept_bytes
 from generator.estimate.types import Workload
 from generator.model.types import ModelSpec
 
@@ -112,8 +112,8 @@ def lora_saved_delta_per_token(
     `targets`: the adapted projections (Workload.lora_targets). `dropout` > 0 (TRL's CLI default 0.05): peft runs
     `lora_A(dropout(x))` on each adapter's own fp32 copy of the input, and dropout keeps its bool mask (1 byte per
     input element) for backward; the dropped tensor itself is what lora_A's bf16 copy is made from."""
-    h, q, f = model.hidden_size, model.num_heads * model.head_dim, model.intermediate_size
-    inputs = {"q": h, "k": h, "v": h, "o": q, "gate": h, "up": h, "down": f}
+    h, f = model.hidden_size, model.intermediate_size
+    inputs = {t: d[0] for t, d in linear_dims(model).items()}
     shared = {"k": "q", "v": "q", "up": "gate"} if compiled else {}  # adapters reading the same tensor
     adapted_here = adapted_targets(model, targets)
     copies = {shared.get(t, t): inputs[t] for t in adapted_here}

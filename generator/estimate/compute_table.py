@@ -3,7 +3,9 @@ looks a shape up in them. Pure: the document is parsed from an already-read dict
 
 - GEMMs: TFLOP/s by (dtype, op, m, k, n), op fwd | dgrad | wgrad. A shape the table holds is read as measured;
   any other takes the inverse-distance-weighted harmonic mean of the GEMM_NEIGHBOURS nearest rows of that dtype and
-  op in log2(m, k, n) space (time-weighted: a slow neighbour is not averaged away).
+  op in log2(m, k, n) space (time-weighted: a slow neighbour is not averaged away), each row as its efficiency
+  against its own roofline (the table's best rate or the HBM rate), so memory-bound shapes scale with their bytes.
+  Rows timed one call at a time are read less the launch gap (PER_CALL_LAUNCH_GAP_MS).
 - Attention: per kernel path, forward and backward rate on the forward's executed FLOPs (4*mb*H*d*s*keys), by
   log2 of the sequence length and the query/kv head counts.
 - float8 casts: nanoseconds per element of torchao's tensorwise amax + cast (eager, compiled).
@@ -84,7 +86,10 @@ def from_document(doc: dict, source: str) -> ComputeTable:
     if not isinstance(doc, dict) or doc.get("kind") != "compute" or doc.get("version") != 1:
         raise ValueError("not a version-1 compute file from `python -m generator probe --compute`")
     gemm: dict = {}
-    per_call = (doc.get("method") or {}).get("gemm_timing") != GEMM_BURST and doc.get("device", "cuda") == "cuda"
+    # a measured GPU table timed per call (a provisional table's rates are derived, a CPU probe's have no launch gap)
+    method = doc.get("method")
+    timing = method.get("gemm_timing") if isinstance(method, dict) else None
+    per_call = bool(doc.get("measured")) and doc.get("device") == "cuda" and timing != GEMM_BURST
     for dtype, rows in (doc.get("gemm") or {}).items():
         for r in rows:
             m, k, n, rate = int(r["m"]), int(r["k"]), int(r["n"]), _num(r["tflops"])

@@ -17,6 +17,9 @@ the cast back r4 w2 = 30 bytes per vocabulary entry.
 Fused paths (Liger's RMSNorm / SwiGLU / RoPE kernels; torch.compile'd decoder layers, where inductor fuses the same
 chains): RMSNorm r2 w2 (+ the residual add folded in), RoPE r2 w2 in place, SwiGLU r2 r2 w2 = 4, 4, 6 bytes/elem;
 Liger's fused linear cross-entropy streams the logits in chunks: 8 bytes per vocabulary entry.
+LoRA dropout (TRL's CLI default 0.05; peft runs `lora_A(dropout(x))` on each adapter's own fp32 copy of its input,
+peft/tuners/lora/layer.py): forward r4 w4 and the bool mask w1, backward the gradient r4 with the mask r1, w4 = 9 and 9
+bytes per input element of every adapted Linear (eager layers only: a compiled layer fuses it into its neighbours).
 """
 
 from __future__ import annotations
@@ -24,9 +27,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from generator.estimate.scripts import liger_fused_loss, liger_kernels
+from generator.estimate.states import adapted_targets, linear_dims
 from generator.estimate.types import Workload
 from generator.model.types import ModelSpec
 
+DROPOUT_BYTES_PER_ELEM = 9.0
+"""LoRA dropout's bytes per input element, forward and again backward (module docstring)."""
 ELEMENTWISE_BACKWARD_RATIO = 2.0
 """Backward bytes per forward byte of the elementwise chain (read saved input + incoming gradient, write one)."""
 LOSS_BYTES_PER_VOCAB = 30.0
@@ -69,7 +75,16 @@ def pass_bytes(model: ModelSpec, workload: Workload) -> PassBytes:
     else:
         per_layer = _eager(model)
     vocab = LIGER_LOSS_BYTES_PER_VOCAB if liger_fused_loss(workload) else LOSS_BYTES_PER_VOCAB
-    return PassBytes(per_layer, ELEMENTWISE_BACKWARD_RATIO * per_layer, vocab * model.vocab_size)
+    dropout = _dropout_bytes(model, workload)
+    return PassBytes(per_layer + dropout, ELEMENTWISE_BACKWARD_RATIO * per_layer + dropout, vocab * model.vocab_size)
+
+
+def _dropout_bytes(model: ModelSpec, workload: Workload) -> float:
+    """LoRA dropout's bytes per token and layer, one way (forward or backward)."""
+    if workload.method == "full" or workload.lora_dropout <= 0 or workload.layers_compiled:
+        return 0.0
+    dims = linear_dims(model)
+    return DROPOUT_BYTES_PER_ELEM * sum(dims[t][0] for t in adapted_targets(model, workload.lora_targets))
 
 
 def elementwise_bytes(model: ModelSpec, workload: Workload, forward_passes: int) -> float:

@@ -60,11 +60,16 @@ def adapted_targets(model: ModelSpec, targets: tuple[str, ...] = LORA_TARGETS) -
     return tuple(t for t in targets if not (model.num_experts and t in ("gate", "up", "down")))
 
 
-def lora_params(model: ModelSpec, rank: int, targets: tuple[str, ...] = LORA_TARGETS) -> int:
-    """Adapter parameters: r x (in + out) per targeted linear per layer (MoE experts not adapted)."""
+def linear_dims(model: ModelSpec) -> dict[str, tuple[int, int]]:
+    """(in_features, out_features) of each decoder-layer projection LoRA can adapt, by short name."""
     h, q = model.hidden_size, model.num_heads * model.head_dim
     kv, f = model.num_kv_heads * model.head_dim, model.intermediate_size
-    dims = {"q": (h, q), "k": (h, kv), "v": (h, kv), "o": (q, h), "gate": (h, f), "up": (h, f), "down": (f, h)}
+    return {"q": (h, q), "k": (h, kv), "v": (h, kv), "o": (q, h), "gate": (h, f), "up": (h, f), "down": (f, h)}
+
+
+def lora_params(model: ModelSpec, rank: int, targets: tuple[str, ...] = LORA_TARGETS) -> int:
+    """Adapter parameters: r x (in + out) per targeted linear per layer (MoE experts not adapted)."""
+    dims = linear_dims(model)
     return model.num_layers * sum(rank * (a + b) for a, b in (dims[t] for t in adapted_targets(model, targets)))
 
 
