@@ -32,7 +32,7 @@ from generator.estimate.moe import (
     moe_saved_bytes_per_token,
 )
 from generator.estimate.scripts import liger_fused_loss, liger_kernels, script_facts
-from generator.estimate.states import LORA_TARGETS, adapted_targets, linear_dims, qlora_kept_bytes
+from generator.estimate.states import LORA_TARGETS, adapted_input_width, adapted_targets, linear_dims, qlora_kept_bytes
 from generator.estimate.types import Workload
 from generator.model.types import ModelSpec
 
@@ -119,7 +119,7 @@ def lora_saved_delta_per_token(
     copies = {shared.get(t, t): inputs[t] for t in adapted_here}
     adapted = sum(2 * w for w in copies.values()) + 2 * lora_r * len(adapted_here)
     if dropout > 0:  # one mask per adapter (each applies its own dropout), shared inputs or not
-        adapted += DROPOUT_MASK_BYTES * sum(inputs[t] for t in adapted_here)
+        adapted += DROPOUT_MASK_BYTES * adapted_input_width(model, targets)
     # The inputs layer_saved_bytes_per_token already counts once each (a trained linear keeps them), now adapters' own.
     # An MoE's frozen router keeps no input either (the MLP norm's output, 2h); its experts' own terms are moe.py's.
     counted = 2 * h + o_proj_input_bytes(model, path) + 2 * h + (0 if model.num_experts else 2 * f)

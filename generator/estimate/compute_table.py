@@ -181,14 +181,21 @@ def gemm_tflops(table: ComputeTable, dtype: str, op: str, m: int, k: int, n: int
         if dtype == "bf16":
             raise ValueError("the compute table has no bf16 GEMM rows")
         return gemm_tflops(table, "bf16", op, m, k, n)
-    if (m, k, n) in {r[:3] for r in rows}:
-        return next(r[3] for r in rows if r[:3] == (m, k, n))
-    # Neighbours are averaged as efficiencies against each shape's roofline, not as raw rates: a rank-16 GEMM streams
-    # its input at a rate that scales with its width, so a rank-8 neighbour's raw rate would halve it.
-    peak = max(r[3] for r in rows)
-    by_eff = tuple((*r[:3], _roofline_s(r[:3], peak, table.hbm_gbps) * r[3] / _flops(r[:3])) for r in rows)
+    exact = next((r[3] for r in rows if r[:3] == (m, k, n)), None)
+    if exact is not None:
+        return exact
+    peak, by_eff = _efficiencies(table, rows)
     eff = _weighted(by_eff, (m, k, n), 3, 3, sized=3)
     return _flops((m, k, n)) / (_roofline_s((m, k, n), peak, table.hbm_gbps) / eff)
+
+
+@cache
+def _efficiencies(table: ComputeTable, rows: tuple) -> tuple[float, tuple]:
+    """(best rate, rows as (m, k, n, efficiency against their own roofline)). Neighbours are averaged this way, not
+    as raw rates: a rank-16 GEMM streams its input at a rate that scales with its width, so a rank-8 neighbour's raw
+    rate would halve it."""
+    peak = max(r[3] for r in rows)
+    return peak, tuple((*r[:3], _roofline_s(r[:3], peak, table.hbm_gbps) * r[3] / _flops(r[:3])) for r in rows)
 
 
 def _flops(shape: tuple[int, ...]) -> float:

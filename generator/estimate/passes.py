@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from generator.estimate.scripts import liger_fused_loss, liger_kernels
-from generator.estimate.states import adapted_targets, linear_dims
+from generator.estimate.states import adapted_input_width
 from generator.estimate.types import Workload
 from generator.model.types import ModelSpec
 
@@ -83,8 +83,7 @@ def _dropout_bytes(model: ModelSpec, workload: Workload) -> float:
     """LoRA dropout's bytes per token and layer, one way (forward or backward)."""
     if workload.method == "full" or workload.lora_dropout <= 0 or workload.layers_compiled:
         return 0.0
-    dims = linear_dims(model)
-    return DROPOUT_BYTES_PER_ELEM * sum(dims[t][0] for t in adapted_targets(model, workload.lora_targets))
+    return DROPOUT_BYTES_PER_ELEM * adapted_input_width(model, workload.lora_targets)
 
 
 def elementwise_bytes(model: ModelSpec, workload: Workload, forward_passes: int) -> float:

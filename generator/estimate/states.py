@@ -67,6 +67,12 @@ def linear_dims(model: ModelSpec) -> dict[str, tuple[int, int]]:
     return {"q": (h, q), "k": (h, kv), "v": (h, kv), "o": (q, h), "gate": (h, f), "up": (h, f), "down": (f, h)}
 
 
+def adapted_input_width(model: ModelSpec, targets: tuple[str, ...] = LORA_TARGETS) -> int:
+    """Input features summed over one layer's adapted projections (what LoRA dropout runs over)."""
+    dims = linear_dims(model)
+    return sum(dims[t][0] for t in adapted_targets(model, targets))
+
+
 def lora_params(model: ModelSpec, rank: int, targets: tuple[str, ...] = LORA_TARGETS) -> int:
     """Adapter parameters: r x (in + out) per targeted linear per layer (MoE experts not adapted)."""
     dims = linear_dims(model)

@@ -43,13 +43,7 @@ class Clock:
         times: list[float] = []
         while len(times) < self.max_repeats:
             if self.device == "cuda":
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                start.record()
-                for _ in range(burst):
-                    fn()
-                end.record()
-                end.synchronize()
-                times.append(start.elapsed_time(end) / 1e3 / burst)
+                times.append(_event_seconds(fn, burst))
             else:
                 t0 = time.perf_counter()
                 fn()
@@ -57,6 +51,17 @@ class Clock:
             if len(times) >= self.min_repeats and sum(times) >= self.target_s:
                 break
         return statistics.median(times)
+
+
+def _event_seconds(fn, burst: int) -> float:
+    """GPU seconds of one call of fn over `burst` back-to-back calls between one pair of CUDA events."""
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(burst):
+        fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) / 1e3 / burst
 
 
 BURST_S = 5e-4
@@ -71,12 +76,7 @@ def gemm_time(clock: Clock, fn) -> float:
     if clock.device != "cuda":
         return clock.time(fn)
     fn()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    fn()
-    end.record()
-    end.synchronize()
-    single = start.elapsed_time(end) / 1e3
+    single = _event_seconds(fn, 1)
     return clock.time(fn, burst=max(1, min(50, round(BURST_S / max(single, 1e-6)))))
 
 
