@@ -59,13 +59,17 @@ class ComputeTable:
     hbm_gbps: float
     """Streaming bandwidth (copies and elementwise ops), GB/s of bytes read + written."""
     host: dict
-    """(variant full | lora, compiled) -> (forward, backward) host seconds per decoder layer: the CPU time eager
-    PyTorch takes to issue one layer's kernels; {} when not measured (then no host floor)."""
+    """(variant full | lora, compiled, liger) -> (forward, backward) host seconds per decoder layer: the CPU time
+    PyTorch takes to issue one layer's kernels (backward with the optimizer's per-layer share where the probe timed
+    the whole step); {} when not measured (then no host floor)."""
     fit: dict
     """Constants fitted on top of this table (bench/fit_compute.py) and the rows they cite; {} when none."""
     layers: dict = field(default_factory=dict)
     """(hidden, intermediate, heads, kv_heads, experts, top_k, variant frozen | full) -> (mb, seq, forward s,
     backward s) per decoder layer, timed whole (generator/probe/compute_layers.py: MoE models); {} when none."""
+    host_step: dict = field(default_factory=dict)
+    """Same keys as `host` -> host seconds per optimizer step outside the decoder layers (embedding, mask, lm_head,
+    loss, the optimizer's fixed part); {} in tables probed before the step was timed."""
 
 
 def _num(x) -> float:
@@ -117,10 +121,13 @@ def from_document(doc: dict, source: str) -> ComputeTable:
     streams = [_num(r["gbps"]) for r in doc.get("hbm") or [] if r["op"] in ("copy_bf16", "add_bf16")]
     if not streams:
         raise ValueError("the compute file has no HBM rows")
-    host = {}
+    host, host_step = {}, {}
     for r in doc.get("host") or []:
         fwd, both = _nonneg(r["fwd_ms_per_layer"]) / 1e3, _nonneg(r["fwdbwd_ms_per_layer"]) / 1e3
-        host[(r["variant"], bool(r["compiled"]))] = (fwd, max(both - fwd, 0.0))
+        key = (r["variant"], bool(r["compiled"]), bool(r.get("liger", False)))
+        host[key] = (fwd, max(both - fwd, 0.0))
+        if "step_ms" in r:
+            host_step[key] = _nonneg(r["step_ms"]) / 1e3
     layers = {}
     for r in doc.get("layers") or []:
         key = tuple(int(r[k]) for k in ("hidden", "intermediate", "heads", "kv_heads", "experts", "top_k"))
@@ -138,6 +145,7 @@ def from_document(doc: dict, source: str) -> ComputeTable:
         host=host,
         fit=dict(doc.get("fit") or {}),
         layers=layers,
+        host_step=host_step,
     )
 
 
@@ -255,10 +263,26 @@ def cast_ns(table: ComputeTable, kind: str, compiled: bool) -> float | None:
     return table.cast_ns_per_elem.get((kind, mode)) or table.cast_ns_per_elem.get((kind, "eager"))
 
 
-def host_layer_s(table: ComputeTable, variant: str, compiled: bool) -> tuple[float, float]:
-    """(forward, backward) host seconds per decoder layer; the eager row where no compiled one was measured, and
-    (0, 0) without host rows."""
-    return table.host.get((variant, compiled)) or table.host.get((variant, False)) or (0.0, 0.0)
+def _host_key(table: ComputeTable, variant: str, compiled: bool, liger: bool) -> tuple | None:
+    """The measured host row nearest this layer: Liger's where measured (eager layers only: compiled layers keep
+    only Liger's loss), else the plain row, the eager one where no compiled one was measured; None without rows."""
+    for key in ((variant, compiled, liger and not compiled), (variant, compiled, False), (variant, False, False)):
+        if key in table.host:
+            return key
+    return None
+
+
+def host_layer_s(table: ComputeTable, variant: str, compiled: bool, liger: bool = False) -> tuple[float, float]:
+    """(forward, backward) host seconds per decoder layer; (0, 0) without host rows."""
+    key = _host_key(table, variant, compiled, liger)
+    return table.host[key] if key else (0.0, 0.0)
+
+
+def host_step_s(table: ComputeTable, variant: str, compiled: bool, liger: bool = False) -> float:
+    """Host seconds per optimizer step outside the decoder layers, from the same row as host_layer_s; 0 where the
+    table predates the step's timing."""
+    key = _host_key(table, variant, compiled, liger)
+    return table.host_step.get(key, 0.0) if key else 0.0
 
 
 def scaled(table: ComputeTable, gpu: str, compute_ratio: float, memory_ratio: float, fp8: bool) -> ComputeTable:

@@ -17,8 +17,10 @@ from generator.estimate.compute_table import (
     gemm_tflops,
     grouped_tflops,
     host_layer_s,
+    host_step_s,
 )
 from generator.estimate.passes import elementwise_bytes, pass_bytes
+from generator.estimate.scripts import liger_kernels
 from generator.estimate.types import Workload
 from generator.model.types import ModelSpec
 
@@ -42,7 +44,8 @@ class ComputeTime:
     fp8_cast_s: float
     """torchao's float8 amax + cast (+ transpose) passes."""
     host_s: float = 0.0
-    """CPU time to issue the decoder layers' kernels (the table's host rows): the floor under the GPU time."""
+    """CPU time to issue the step's kernels (the table's host rows: the decoder layers, and once a step what lies
+    outside them): the floor under the GPU time."""
     layers_s: float = 0.0
     """Decoder layers priced whole from the table's layer rows (MoE models), attention and LoRA's GEMMs apart; the
     other fields then hold only what lies outside those rows."""
@@ -132,10 +135,12 @@ def _fp8_cast_s(table: ComputeTable, model: ModelSpec, workload: Workload, fwd: 
 
 
 def _host_s(table: ComputeTable, model: ModelSpec, workload: Workload, fwd: int) -> float:
-    """Host seconds per micro-step: each decoder layer's forward (rerun under checkpointing) and backward."""
+    """Host seconds of one optimizer step: each decoder layer's forward (rerun under checkpointing) and backward in
+    every micro-step, and the step's work outside the layers once."""
     variant = "full" if workload.method == "full" else "lora"
-    f, b = host_layer_s(table, variant, workload.layers_compiled)
-    return model.num_layers * (fwd * f + b)
+    args = (table, variant, workload.layers_compiled, liger_kernels(workload))
+    f, b = host_layer_s(*args)
+    return workload.grad_accum * model.num_layers * (fwd * f + b) + host_step_s(*args)
 
 
 def layer_row(table: ComputeTable, model: ModelSpec, workload: Workload, strategy: str) -> tuple | None:
@@ -181,7 +186,7 @@ def _operators_time(table: ComputeTable, model: ModelSpec, workload: Workload, s
         attention_s=n * _attention_s(table, model, workload, fwd),
         elementwise_s=n * _elementwise_s(table, elementwise_bytes(model, workload, fwd)),
         fp8_cast_s=n * _fp8_cast_s(table, model, workload, fwd),
-        host_s=n * _host_s(table, model, workload, fwd),
+        host_s=_host_s(table, model, workload, fwd),
     )
 
 
@@ -195,7 +200,7 @@ def _row_time(table: ComputeTable, model: ModelSpec, workload: Workload, row: tu
         attention_s=n * _attention_s(table, model, workload, fwd),
         elementwise_s=n * _elementwise_s(table, loss_bytes),
         fp8_cast_s=0.0,
-        host_s=n * _host_s(table, model, workload, fwd),
+        host_s=_host_s(table, model, workload, fwd),
         layers_s=n * _layers_s(table, model, workload, fwd, row),
     )
 

@@ -9,7 +9,15 @@ embedding, mask, lm_head and loss drop out of the per-layer figure; otherwise a 
 layer runs eagerly: RMSNorm (fp32 upcast, pow, mean, rsqrt, mul, downcast, weight), q/k/v/o, RoPE (rotate_half),
 SDPA, residual adds, gate/up/down with SiLU, under autocast with fp32 weights (train.py's full fine-tune) or a bf16
 base with fp32 rank-r adapters (peft's LoRA: dropout, A, B, scaling, add). `compiled`: each layer under
-torch.compile (train.py --compile-layers; fp8 always).
+torch.compile (train.py --compile-layers; fp8 always). `liger` (where liger-kernel is installed, eager layers only,
+as train.py applies it): Liger's RMSNorm, RoPE, SwiGLU and fused cross-entropy, whose Triton kernels and Python
+autograd functions cost the host more per layer than the aten ops they replace.
+
+The real layer is timed as train.py runs a step: forward, backward, gradient clipping and fused AdamW, so
+`fwdbwd_ms_per_layer` holds the optimizer's per-layer share, and `step_ms` what does not grow with depth (embedding,
+mask, lm_head and loss, the optimizer's fixed part): the host's per-step time outside the layers. Profiled on one
+H200 (bench/results/profile-h200-2026-12-02-b/): a 2,048-token LoRA step's GPU kernels summed to the 139 ms the
+operators predict, and the step took 224 ms, its host's.
 """
 
 from __future__ import annotations
@@ -132,8 +140,9 @@ def _variant_row(clock: Clock, variant: str, compiled: bool) -> dict:
             "fwdbwd_ms_per_layer": round(total / LAYERS * 1e3, 4)}  # fmt: skip
 
 
-def _hf_model(clock: Clock, variant: str, layers: int, compiled: bool):
-    """A tiny MistralForCausalLM as train.py runs it: fp32 weights for full, a bf16 base under peft's LoRA."""
+def _hf_model(clock: Clock, variant: str, layers: int, compiled: bool, liger: bool = False):
+    """A tiny MistralForCausalLM as train.py runs it: fp32 weights for full, a bf16 base under peft's LoRA, Liger's
+    kernels applied to the base model first (training/model.py apply_liger)."""
     from transformers import MistralConfig, MistralForCausalLM
 
     cfg = MistralConfig(hidden_size=HIDDEN, intermediate_size=INTER, num_hidden_layers=layers,
@@ -142,6 +151,10 @@ def _hf_model(clock: Clock, variant: str, layers: int, compiled: bool):
     dtype = torch.bfloat16 if variant == "lora" else torch.float32
     model = MistralForCausalLM(cfg).to(device=clock.device, dtype=dtype)
     model.config.use_cache = False
+    if liger:
+        from liger_kernel.transformers import _apply_liger_kernel_to_instance
+
+        _apply_liger_kernel_to_instance(model=model)
     if variant == "lora":
         from peft import LoraConfig, get_peft_model
 
@@ -154,27 +167,43 @@ def _hf_model(clock: Clock, variant: str, layers: int, compiled: bool):
     return model
 
 
-def _hf_row(clock: Clock, variant: str, compiled: bool) -> dict:
-    """Per-layer host time from two depths of the real layer: (t(8 layers) - t(2 layers)) / 6."""
+def _hf_row(clock: Clock, variant: str, compiled: bool, liger: bool = False) -> dict:
+    """Per-layer host time from two depths of the real layer, (t(8 layers) - t(2 layers)) / 6, and the step's rest,
+    t(2 layers) - 2 x that."""
     ids = torch.randint(0, 512, (1, TOKENS), device=clock.device)
     autocast = torch.autocast(clock.device, dtype=torch.bfloat16)
     per: dict[int, tuple[float, float]] = {}
     for depth in (2, LAYERS):
-        model = _hf_model(clock, variant, depth, compiled)
+        model = _hf_model(clock, variant, depth, compiled, liger)
+        params = [p for p in model.parameters() if p.requires_grad]
+        opt = torch.optim.AdamW(params, lr=1e-6, fused=clock.device == "cuda")  # train.py's optimizer
 
         def forward(model=model):
             with autocast:
                 return model(input_ids=ids, labels=ids).loss
 
-        def both(forward=forward):
+        def step(forward=forward, model=model, opt=opt):
             forward().backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            opt.zero_grad(set_to_none=True)
 
-        per[depth] = (_wall(clock, forward), _wall(clock, both))
-        del model
+        per[depth] = (_wall(clock, forward), _wall(clock, step))
+        del model, opt, params
     span = LAYERS - 2
     fwd, total = per_layer(per[2], per[LAYERS], span)
-    return {"variant": variant, "compiled": compiled, "layers": span, "tokens": TOKENS, "layer": "transformers",
-            "fwd_ms_per_layer": round(fwd * 1e3, 4), "fwdbwd_ms_per_layer": round(total * 1e3, 4)}  # fmt: skip
+    rest = max(per[2][1] - 2 * total, 0.0)
+    return {"variant": variant, "compiled": compiled, "liger": liger, "layers": span, "tokens": TOKENS,
+            "layer": "transformers", "fwd_ms_per_layer": round(fwd * 1e3, 4),
+            "fwdbwd_ms_per_layer": round(total * 1e3, 4), "step_ms": round(rest * 1e3, 4)}  # fmt: skip
+
+
+def _have_liger() -> bool:
+    try:
+        import liger_kernel  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def _have_transformers() -> bool:
@@ -187,20 +216,26 @@ def _have_transformers() -> bool:
 
 
 def host_rows(clock: Clock, compiled: bool, budget_s: float) -> list[dict]:
-    """Per-layer host time of the eager layer, full and LoRA, then (if `compiled`) the compiled layer: transformers'
-    own layer where it is installed (on a GPU), else the stand-in."""
+    """Per-layer host time of the eager layer, full and LoRA, then (if `compiled`) the compiled layer, then the eager
+    layer with Liger's kernels where liger-kernel is installed: transformers' own layer where it is installed (on a
+    GPU), else the stand-in (no Liger rows)."""
     rows, t_end = [], time.monotonic() + budget_s
     real = clock.device == "cuda" and _have_transformers()  # CPU mode (tests) times the quicker stand-in
-    for is_compiled in (False, True) if compiled else (False,):
+    # Liger's patch swaps transformers' module-level RMSNorm, MLP and RoPE for every model built after it, so its
+    # rows come last (run first, they leaked its kernels into the compiled rows: 2026-12-03, 1.8x the host time).
+    kinds = [(False, False)] + [(True, False)] * compiled + [(False, True)] * (real and _have_liger())
+    for is_compiled, liger in kinds:
         for variant in ("full", "lora"):
+            name = f"host {variant} compiled={is_compiled} liger={liger}"
             if time.monotonic() > t_end:
-                clock.skipped.append(f"host {variant} compiled={is_compiled}: time box")
+                clock.skipped.append(f"{name}: time box")
                 continue
             try:
-                row = _hf_row(clock, variant, is_compiled) if real else _variant_row(clock, variant, is_compiled)
+                row = _hf_row(clock, variant, is_compiled, liger) if real else _variant_row(clock, variant, is_compiled)
                 rows.append(row)
             except Exception as exc:  # no inductor toolchain, a transformers without Mistral, say
-                clock.skipped.append(f"host {variant} compiled={is_compiled}: {type(exc).__name__}: {str(exc)[:120]}")
-                with contextlib.suppress(Exception):  # the stand-in failed too: nothing measured for this variant
-                    rows.append(_variant_row(clock, variant, is_compiled))
+                clock.skipped.append(f"{name}: {type(exc).__name__}: {str(exc)[:120]}")
+                if not liger:  # the stand-in has no Liger twin
+                    with contextlib.suppress(Exception):  # the stand-in failed too: nothing measured for this variant
+                        rows.append(_variant_row(clock, variant, is_compiled))
     return rows

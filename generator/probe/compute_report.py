@@ -31,9 +31,10 @@ def print_summary(console, doc: dict) -> None:
         table.add_row(f"attention {path}", str(len(rows)), _span(rows), "TFLOP/s fwd+bwd")
     table.add_row("HBM", str(len(doc["hbm"])), _span([r["gbps"] for r in doc["hbm"]]), "GB/s")
     for r in doc.get("host", []):
-        name = f"host {r['variant']}" + (" compiled" if r["compiled"] else "")
+        name = f"host {r['variant']}" + (" compiled" if r["compiled"] else "") + (" liger" if r.get("liger") else "")
+        step = f", {r['step_ms']:.3g} ms/step outside" if "step_ms" in r else ""
         table.add_row(
-            name, "1", f"{r['fwd_ms_per_layer']:.3g} fwd / {r['fwdbwd_ms_per_layer']:.3g} fwd+bwd", "ms/layer"
+            name, "1", f"{r['fwd_ms_per_layer']:.3g} fwd / {r['fwdbwd_ms_per_layer']:.3g} step{step}", "ms/layer"
         )
     console.print(table)
     for line in doc["skipped"][:8]:
