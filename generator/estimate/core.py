@@ -22,21 +22,24 @@ from generator.model.types import ModelSpec
 #   DeepSpeed on 2 GPUs: ZeRO-1 and ZeRO-2 1.250 (the step's flat gradient copies), ZeRO-3 1.149
 # train.py on 2x H200 (fp32 load, bench/results/h200-x2-2026-11-30.json), without checkpointing: DDP one GPU 1.082,
 #   FSDP2 1.239, FSDP2 without reshard 1.197-1.199 (all activations freed in one backward leave fewer holes than the
-#   checkpointed case's per-layer regathers), ZeRO-1 1.306, ZeRO-3 1.108; QLoRA on one GPU with checkpointing 1.210
-#   (loading quantises weight by weight and leaves the pool with holes; about 2 GB on a 10 GB job).
+#   checkpointed case's per-layer regathers), ZeRO-1 1.306, ZeRO-3 1.108.
+# QLoRA has no row of its own. Its former 0.21 / 0.29 came from a random init that built the whole bf16 model on the
+#   GPU and quantised it after (1.21-1.30x); train.py now quantises layer by layer (training/qlora.py) and
+#   from_pretrained quantises weight by weight as it loads, which leave the DDP rows' holes: 1.02-1.06x on the QLoRA
+#   rows measured since (bench/REPORT.md), the same allocation pattern as any DDP LoRA step.
 # ZeRO-1/2 without checkpointing: 0.25 splits the matrix's ZeRO-1 (1.303) and ZeRO-2 (1.204) rows (-4% / +4%) once
 #   dense SDPA's per-layer mask bias (1.1 GB at seq 4096) is counted in the allocated peak.
 FRAGMENTATION = {
-    "qlora": (0.21, 0.29),
     "ddp": (0.03, 0.11),
     "fsdp": (0.075, 0.235),
     "fsdp_grad_op": (0.285, 0.20),
     "zero12": (0.25, 0.25),
     "zero3": (0.15, 0.11),
-    # DDP under a script whose LM head never builds the logits (TRL's chunked loss): without checkpointing 0.022,
-    # minimax on TRL's CLI fit rows (LoRA all-linear, seq 4096, micro-batch 2, no checkpointing, with and without
-    # Liger: reserved 1.023x and 1.021x the predicted peak; bench/results/h200-x1-trl-cli-2026-12-01.json), where
-    # train.py's logits-sized blocks leave 0.11; with checkpointing DDP's own 0.03.
+    # DDP where the LM head never builds the logits (TRL's chunked loss, Liger's fused linear cross-entropy under
+    # LoRA/QLoRA): without checkpointing 0.022, minimax on TRL's CLI fit rows (LoRA all-linear, seq 4096,
+    # micro-batch 2, no checkpointing, with and without Liger: reserved 1.023x and 1.021x the predicted peak;
+    # bench/results/h200-x1-trl-cli-2026-12-01.json), where train.py's logits-sized blocks leave 0.11; with
+    # checkpointing DDP's own 0.03.
     "fused_head_ddp": (0.03, 0.022),
 }
 # Reserved memory beyond the allocated bytes at the loss, per GB of the loss's transient tensors (the logits' fp32
@@ -56,13 +59,20 @@ NCCL_BUFFERS_GB = 0.5  # NCCL channel buffers per process in a multi-GPU job (pr
 def _fragmentation_family(strategy: str, workload: Workload) -> str:
     """The FRAGMENTATION row measured for this kind of allocation pattern."""
     s = catalog.strategy(strategy)
-    if workload.method == "qlora":
-        return "qlora"
     if s.framework == "deepspeed":
         return "zero3" if s.zero_stage == 3 else "zero12"
     if s.framework == "fsdp":
         return "fsdp" if s.reshard_after_forward else "fsdp_grad_op"
-    return "fused_head_ddp" if script_facts(workload.script).fused_lm_head else "ddp"
+    if script_facts(workload.script).fused_lm_head:
+        return "fused_head_ddp"
+    # Liger's fused loss leaves out the logits' blocks too, but a full fine-tune's holes come from its fp32 gradient
+    # and optimizer allocations: train.py's Liger full fine-tunes reserve 1.12-1.16x with or without checkpointing.
+    return "fused_head_ddp" if liger_fused_loss(workload) and workload.method != "full" else "ddp"
+
+
+def _loss_fused(workload: Workload) -> bool:
+    """Neither Liger's fused cross-entropy nor TRL's chunked LM head allocates logits-sized loss blocks to cache."""
+    return liger_fused_loss(workload) or script_facts(workload.script).fused_lm_head
 
 
 def applicable(strategy: str, workload: Workload, placement: Placement) -> str | None:
@@ -107,9 +117,8 @@ def reserved_gb(model: ModelSpec, workload: Workload, strategy: str, peak_gb: fl
     """Predicted max_memory_reserved: fragmentation on the peak, or the loss's cached blocks (LOSS_RESERVE)."""
     with_ckpt, without = FRAGMENTATION[_fragmentation_family(strategy, workload)]
     fragmented = peak_gb * (1 + (with_ckpt if workload.grad_checkpointing else without))
-    # Neither Liger's fused cross-entropy nor TRL's chunked LM head allocates logits-sized loss blocks to cache.
-    fused = liger_fused_loss(workload) or script_facts(workload.script).fused_lm_head
-    loss_gb = 0.0 if fused else LOSS_BACKWARD_BYTES * model.vocab_size * workload.seq_len * workload.micro_batch
+    tokens = workload.seq_len * workload.micro_batch
+    loss_gb = 0.0 if _loss_fused(workload) else LOSS_BACKWARD_BYTES * model.vocab_size * tokens
     framework = catalog.strategy(strategy).framework
     return max(fragmented, loss_phase_gb + LOSS_RESERVE[framework] * loss_gb / 1e9)
 
