@@ -34,14 +34,19 @@ def _union_ms(intervals: list[tuple[float, float]]) -> float:
     return total / 1e3
 
 
+def _is_step(e) -> bool:
+    return e.name.startswith("ProfilerStep")
+
+
 def _is_device(e) -> bool:
     return "cuda" in str(getattr(e, "device_type", "")).lower()
 
 
 def summarise(prof, out: Path) -> None:
     events = list(prof.events())
-    steps = sorted((e for e in events if e.name.startswith("ProfilerStep")), key=lambda e: e.time_range.start)
-    kernels = [(e.time_range.start, e.time_range.end) for e in events if _is_device(e)]
+    steps = sorted((e for e in events if _is_step(e) and not _is_device(e)), key=lambda e: e.time_range.start)
+    # the GPU-side copy of each ProfilerStep annotation spans its whole step: not a kernel
+    kernels = [(e.time_range.start, e.time_range.end) for e in events if _is_device(e) and not _is_step(e)]
     rows = []
     for s in steps:
         a, b = s.time_range.start, s.time_range.end
