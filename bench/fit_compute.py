@@ -1,7 +1,7 @@
 """The shipped H200 operator-rate table (generator/compute/h200.json) and the constants fitted on top of it
 (generator/compute/fit.json), made reproducibly.
 
-    python bench/fit_compute.py bench/results/compute-h200-2026-12-02.json \
+    python bench/fit_compute.py bench/results/compute-h200-2026-12-03.json \
         --supplement bench/results/flex-short-docs-h200-2026-12-02.json    # the measured table (probe --compute)
     python bench/fit_compute.py --provisional                                # catalog-scaled stand-in, no GPU
     python bench/fit_compute.py --check                                      # print the fit, write nothing
