@@ -85,6 +85,21 @@ def _nonneg(x) -> float:
     return float(x)
 
 
+def host_tables(rows: list[dict]) -> tuple[dict, dict]:
+    """(`host`, `host_step`) of a ComputeTable from the probe's host rows (generator/probe/compute_host.py); several
+    rows of one key (probes run around a benchmark on its machine) average."""
+    fwd_bwd: dict = {}
+    step: dict = {}
+    for r in rows:
+        fwd, both = _nonneg(r["fwd_ms_per_layer"]) / 1e3, _nonneg(r["fwdbwd_ms_per_layer"]) / 1e3
+        key = (r["variant"], bool(r["compiled"]), bool(r.get("liger", False)))
+        fwd_bwd.setdefault(key, []).append((fwd, max(both - fwd, 0.0)))
+        if "step_ms" in r:
+            step.setdefault(key, []).append(_nonneg(r["step_ms"]) / 1e3)
+    host = {k: tuple(statistics.fmean(x) for x in zip(*v, strict=True)) for k, v in fwd_bwd.items()}
+    return host, {k: statistics.fmean(v) for k, v in step.items()}
+
+
 def from_document(doc: dict, source: str) -> ComputeTable:
     """Parse a `probe --compute` document (see generator/probe/compute.py); ValueError on anything malformed."""
     if not isinstance(doc, dict) or doc.get("kind") != "compute" or doc.get("version") != 1:
@@ -121,13 +136,7 @@ def from_document(doc: dict, source: str) -> ComputeTable:
     streams = [_num(r["gbps"]) for r in doc.get("hbm") or [] if r["op"] in ("copy_bf16", "add_bf16")]
     if not streams:
         raise ValueError("the compute file has no HBM rows")
-    host, host_step = {}, {}
-    for r in doc.get("host") or []:
-        fwd, both = _nonneg(r["fwd_ms_per_layer"]) / 1e3, _nonneg(r["fwdbwd_ms_per_layer"]) / 1e3
-        key = (r["variant"], bool(r["compiled"]), bool(r.get("liger", False)))
-        host[key] = (fwd, max(both - fwd, 0.0))
-        if "step_ms" in r:
-            host_step[key] = _nonneg(r["step_ms"]) / 1e3
+    host, host_step = host_tables(doc.get("host") or [])
     layers = {}
     for r in doc.get("layers") or []:
         key = tuple(int(r[k]) for k in ("hidden", "intermediate", "heads", "kv_heads", "experts", "top_k"))

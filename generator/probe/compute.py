@@ -46,7 +46,7 @@ class Budget:
     layers: float
 
 
-FULL = Budget(gemm_bf16=24.0, gemm_fp8=16.0, cast=12.0, grouped=6.0, attention=12.0, flex=36.0, host=60.0, layers=30.0)
+FULL = Budget(gemm_bf16=24.0, gemm_fp8=16.0, cast=12.0, grouped=6.0, attention=12.0, flex=36.0, host=150.0, layers=30.0)
 QUICK = Budget(gemm_bf16=8.0, gemm_fp8=6.0, cast=3.0, grouped=3.0, attention=5.0, flex=0.0, host=4.0, layers=0.0)
 
 

@@ -4,8 +4,9 @@ and forward + backward, measured on shapes so small that the GPU finishes each k
 A step whose GPU work per layer is shorter than this waits on the host (issue 20's seq-2048 micro-batch-1 rows ran
 0.04-0.10 s a step slower than their GPU time); the estimator takes the larger of the two per micro-step
 (estimate.compute_time). Where transformers is installed the layer is transformers' own MistralDecoderLayer in a
-tiny MistralForCausalLM (peft's LoRA on all seven projections for the lora variant), timed at two depths so the
-embedding, mask, lm_head and loss drop out of the per-layer figure; otherwise a stand-in written op for op as that
+tiny MistralForCausalLM (peft's LoRA on all seven projections for the lora variant), timed at four depths in
+interleaved rounds and fitted by least squares, so the embedding, mask, lm_head and loss drop out of the per-layer
+figure; otherwise a stand-in written op for op as that
 layer runs eagerly: RMSNorm (fp32 upcast, pow, mean, rsqrt, mul, downcast, weight), q/k/v/o, RoPE (rotate_half),
 SDPA, residual adds, gate/up/down with SiLU, under autocast with fp32 weights (train.py's full fine-tune) or a bf16
 base with fp32 rank-r adapters (peft's LoRA: dropout, A, B, scaling, add). `compiled`: each layer under
@@ -29,9 +30,15 @@ import time
 import torch
 from torch import nn
 
-from generator.probe.compute_bench import Clock, per_layer
+from generator.probe.compute_bench import Clock
 
 HIDDEN, HEADS, KV_HEADS, HEAD_DIM, INTER, TOKENS, LAYERS = 128, 4, 2, 32, 256, 64, 8
+DEPTHS = (2, 4, 6, 8)
+"""Depths of the real model timed for the host rows: the per-layer time is the slope over all four."""
+ROUNDS = 12
+"""Interleaved rounds per depth (each round times a forward and a whole step at every depth, BURST times each)."""
+BURST = 3
+"""Back-to-back calls per visit; the first of each visit runs on cold caches and is not kept (_interleaved)."""
 
 
 class _Norm(nn.Module):
@@ -167,13 +174,52 @@ def _hf_model(clock: Clock, variant: str, layers: int, compiled: bool, liger: bo
     return model
 
 
+def _interleaved(clock: Clock, fns: list, rounds: int, burst: int = BURST) -> list[list[float]]:
+    """Wall seconds of each fn() (synchronised), timed in rounds whose order rotates, so a drift in the host's speed
+    (another tenant, a clock change) lands on every depth alike instead of on one depth's block. Each visit runs fn
+    `burst` times back to back and keeps all but the first: a training loop repeats one model's step, and the first
+    call after switching models ran on cold CPU caches (one H200 machine, 2026-12-03: one call per visit priced the
+    LoRA layer at 7.5-7.9 ms, the minima at 6.0-6.6, and train.py's steps at about 6)."""
+    for fn in fns:
+        for _ in range(3):  # lazy init, the optimizer's states, the allocator's first blocks, compiled graphs
+            fn()
+    clock.sync()
+    times: list[list[float]] = [[] for _ in fns]
+    for r in range(rounds):
+        for j in range(len(fns)):
+            i = (j + r) % len(fns)
+            for k in range(burst):
+                t0 = time.perf_counter()
+                fns[i]()
+                clock.sync()
+                if k or burst == 1:
+                    times[i].append(time.perf_counter() - t0)
+    return times
+
+
+def _line(xs: tuple[int, ...], ys: list[float]) -> tuple[float, float]:
+    """Least-squares (slope, intercept) of ys over xs."""
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx
+    return slope, my - slope * mx
+
+
+def _quartiles(v: list[float]) -> tuple[float, float, float]:
+    q = statistics.quantiles(v, n=4)
+    return q[0], statistics.median(v), q[2]
+
+
 def _hf_row(clock: Clock, variant: str, compiled: bool, liger: bool = False) -> dict:
-    """Per-layer host time from two depths of the real layer, (t(8 layers) - t(2 layers)) / 6, and the step's rest,
-    t(2 layers) - 2 x that."""
+    """Per-layer host time: the slope of the median step time over DEPTHS (least squares), timed in interleaved
+    rounds; the intercept is the step's host time outside the layers. Two depths and seven repeats (the former probe)
+    read 7.8 and 3.9 ms for one layer on one machine five minutes apart (bench/results/host-rows-twice-h200-2026-12-03
+    .json): a difference of two medians of a noisy host. The row also keeps the slope of the minima and the quartile
+    spread of the deepest step, so a reader sees how noisy the host was."""
     ids = torch.randint(0, 512, (1, TOKENS), device=clock.device)
     autocast = torch.autocast(clock.device, dtype=torch.bfloat16)
-    per: dict[int, tuple[float, float]] = {}
-    for depth in (2, LAYERS):
+    fns = []
+    for depth in DEPTHS:
         model = _hf_model(clock, variant, depth, compiled, liger)
         params = [p for p in model.parameters() if p.requires_grad]
         opt = torch.optim.AdamW(params, lr=1e-6, fused=clock.device == "cuda")  # train.py's optimizer
@@ -183,19 +229,25 @@ def _hf_row(clock: Clock, variant: str, compiled: bool, liger: bool = False) -> 
                 return model(input_ids=ids, labels=ids).loss
 
         def step(forward=forward, model=model, opt=opt):
-            forward().backward()
+            loss = forward()
+            loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()
             opt.zero_grad(set_to_none=True)
+            return loss.item()  # train.py reads the loss every step
 
-        per[depth] = (_wall(clock, forward), _wall(clock, step))
-        del model, opt, params
-    span = LAYERS - 2
-    fwd, total = per_layer(per[2], per[LAYERS], span)
-    rest = max(per[2][1] - 2 * total, 0.0)
-    return {"variant": variant, "compiled": compiled, "liger": liger, "layers": span, "tokens": TOKENS,
-            "layer": "transformers", "fwd_ms_per_layer": round(fwd * 1e3, 4),
-            "fwdbwd_ms_per_layer": round(total * 1e3, 4), "step_ms": round(rest * 1e3, 4)}  # fmt: skip
+        fns += [forward, step]
+    times = _interleaved(clock, fns, ROUNDS)
+    fwd_t, step_t = times[0::2], times[1::2]
+    fwd, _ = _line(DEPTHS, [statistics.median(t) for t in fwd_t])
+    total, rest = _line(DEPTHS, [statistics.median(t) for t in step_t])
+    low, _ = _line(DEPTHS, [min(t) for t in step_t])
+    q1, med, q3 = _quartiles(step_t[-1])
+    return {"variant": variant, "compiled": compiled, "liger": liger, "layers": DEPTHS[-1] - DEPTHS[0],
+            "depths": list(DEPTHS), "rounds": ROUNDS, "burst": BURST, "tokens": TOKENS, "layer": "transformers",
+            "fwd_ms_per_layer": round(max(fwd, 0.0) * 1e3, 4), "fwdbwd_ms_per_layer": round(max(total, 0.0) * 1e3, 4),
+            "step_ms": round(max(rest, 0.0) * 1e3, 4), "min_fwdbwd_ms_per_layer": round(max(low, 0.0) * 1e3, 4),
+            "spread_pct": round(100.0 * (q3 - q1) / med, 1)}  # fmt: skip
 
 
 def _have_liger() -> bool:
