@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import shlex
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from bench.holdout import TRL_CLI_FIT_KEYS, VALIDATION_KEYS
@@ -22,6 +22,8 @@ from bench.run_matrix import BENCH_DOC_TOKENS
 from bench.wires import NVLINK, WIRE_VALIDATION_KEYS, busbw_by_wire, wire_of
 from generator.catalog.gpus import find_gpu
 from generator.estimate import Estimate, Placement, Workload, estimate
+from generator.estimate.compute_source import table_for
+from generator.estimate.compute_table import host_tables
 from generator.estimate.scripts import ALL_LINEAR
 from generator.model import ModelSpec, load_model, spec_from_config
 from generator.model.presets import preset_config
@@ -98,6 +100,9 @@ class Row:
     """The generator preset that ran (sweep rows name theirs; every earlier row is Mistral-7B)."""
     layers: int | None = None
     """The preset cut to its first N decoder layers (bench/families.py); None: the whole model."""
+    host: tuple = field(default=(), compare=False)  # dicts: no part of the row's identity or hash
+    """`probe --compute` host rows measured on the row's own machine in the same device call (a results file's
+    `host`): the row is priced with them instead of the shipped table's, as a user who probes their machine is."""
 
     @property
     def spec(self) -> ModelSpec:
@@ -230,6 +235,7 @@ def _sweep_rows(name: str, data: dict) -> list[Row]:
                 lora_dropout=c.get("lora_dropout", 0.0),
                 model=c.get("model", MODEL),
                 layers=c.get("layers"),
+                host=tuple(data.get("host") or ()),
             )
         )
     return rows
@@ -319,13 +325,19 @@ def measured_busbw(files: dict[str, dict], wire: str = NVLINK) -> dict[int, floa
     return busbw_by_wire(files)[wire]
 
 
-def placement(gpus: int, busbw: dict[int, float]) -> Placement:
-    """What the planner hands the estimator for `gpus` H200s of the measured machine (one GPU: no bus, busbw 0)."""
+def placement(gpus: int, busbw: dict[int, float], row: Row | None = None, table=None) -> Placement:
+    """What the planner hands the estimator for `gpus` H200s of the measured machine (one GPU: no bus, busbw 0):
+    `table` (the shipped one when None) with the row's own machine's host rows where its file has them."""
+    if row is not None and row.host:
+        base = table if table is not None else table_for(GPU_NAME)
+        host, host_step = host_tables(list(row.host))
+        table = replace(base, host=host, host_step=host_step, source=f"{base.source} + host rows of {row.source}")
     return Placement(
         num_gpus_per_machine=gpus,
         gpu_name=GPU_NAME,
         gpu_memory_gb=GPU_MEMORY_GB,
         busbw_gbps=busbw.get(gpus, 0.0) if gpus > 1 else 0.0,
+        compute=table,
     )
 
 
@@ -336,7 +348,7 @@ def predict(row: Row, busbw: dict[int, float], wires: dict[str, dict[int, float]
         if not wires or row.gpus not in wires.get(row.wire, {}):
             raise ValueError(f"{row.label}: no {row.wire} probe in bench/results/ (bench/wires.py probe makes one)")
         busbw = wires[row.wire]
-    return estimate(row.spec, row.workload, placement(row.gpus, busbw), row.strategy)
+    return estimate(row.spec, row.workload, placement(row.gpus, busbw, row), row.strategy)
 
 
 def error_pct(predicted: float, measured: float) -> float:

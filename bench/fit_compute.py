@@ -2,7 +2,8 @@
 (generator/compute/fit.json), made reproducibly.
 
     python bench/fit_compute.py bench/results/compute-h200-2026-12-03.json \
-        --supplement bench/results/flex-short-docs-h200-2026-12-02.json    # the measured table (probe --compute)
+        --supplement bench/results/flex-short-docs-h200-2026-12-02.json \
+        --host bench/results/h200-x1-families-hostpaired-2026-12-03-b.json  # the measured table (probe --compute)
     python bench/fit_compute.py --provisional                                # catalog-scaled stand-in, no GPU
     python bench/fit_compute.py --check                                      # print the fit, write nothing
 
@@ -27,7 +28,6 @@ import argparse
 import json
 import sys
 from contextlib import contextmanager
-from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -182,7 +182,7 @@ def _errors(rows, busbw, table, values: dict) -> dict[str, float]:
     with constants(values):
         for r in rows:
             model = getattr(r, "spec", None) or mistral
-            e = estimate(model, r.workload, replace(placement(r.gpus, busbw), compute=table), r.strategy)
+            e = estimate(model, r.workload, placement(r.gpus, busbw, r, table), r.strategy)
             out[f"{r.source}: {r.label}"] = 100 * (e.tokens_per_s_per_gpu / r.tps - 1)
     return out
 
@@ -226,6 +226,25 @@ def supplemented(doc: dict, path: Path) -> dict:
     return {**doc, "attention": [*doc.get("attention", []), *new], "supplements": sorted(set(names))}
 
 
+def host_replaced(doc: dict, path: Path) -> dict:
+    """The table with its host rows replaced by a later run of the probe's host section (a results file's `host`, on
+    an H200 machine): the probe's host rows changed method on 2026-12-03 (four depths, interleaved rounds, warm calls;
+    generator/probe/compute_host.py), and a results file holds two runs of it, which the table averages per key."""
+    extra = json.loads(path.read_text())
+    rows = extra.get("host") or []
+    if not rows or not all(r.get("depths") for r in rows):
+        raise SystemExit(f"{path}: no host rows of the current probe (four depths) in it")
+    if "H200" not in str((extra.get("versions") or {}).get("gpu")):
+        raise SystemExit(f"{path}: not measured on an H200")
+    note = (
+        f"'host' is not this probe run's: it holds the {len(rows)} host rows of {path.name} (the probe's host "
+        "section as changed on 2026-12-03, run twice on one machine around host-bound cells), averaged per key."
+    )
+    notes = [n for n in doc.get("notes", []) if not n.startswith("'host' is not this probe run's")]
+    host = [{**r, "source": path.name} for r in rows]
+    return {**doc, "host": host, "host_source": path.name, "notes": [*notes, note]}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("measured", nargs="?", help="probe --compute JSON measured on one H200")
@@ -234,6 +253,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--supplement", action="append", default=[], type=Path,
                     help="a later measurement of more attention rows by the probe's own code on one H200 (its `rows`),"
                     " added to the table with its file named under `supplements` (repeatable)")  # fmt: skip
+    ap.add_argument("--host", type=Path, default=None,
+                    help="a results file whose `host` rows (a later run of the probe's host section on one H200)"
+                    " replace the table's")  # fmt: skip
     args = ap.parse_args(argv)
     if args.measured:
         doc = json.loads(Path(args.measured).read_text())
@@ -248,6 +270,8 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("give the measured file, --provisional or --check")
     for extra in args.supplement:
         doc = supplemented(doc, extra)
+    if args.host:
+        doc = host_replaced(doc, args.host)
     source = doc.get("provisional") or f"measured on one {doc['gpu']} by probe --compute"
     table = from_document(doc, source)
     files = load_files()

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from bench.run_matrix import BENCH_DOC_TOKENS
 
 CURVE_STEPS = 200  # issue 20's loss and gradient-norm curves
+LONG_STEPS = 20  # from here on a cell's key names its step count (every few-step cell runs 4-6)
 
 
 @dataclass(frozen=True)
@@ -47,8 +48,9 @@ class Cell:
         base += f"-ckpt{ck}"
         tail = ("-liger" if self.liger else "") + ("-fp8" if self.precision == "fp8" else "")
         tail += ("-compiled" if self.compiled else "") + (f"-seed{self.seed}" if self.seed is not None else "")
-        # a loss-curve cell (issue 20: 200 steps) says so, so it never shares a key with a throughput cell
-        return f"{base}-{self.attention}-{self.docs}{tail}" + (f"-n{self.steps}" if self.steps >= CURVE_STEPS else "")
+        # a long run (issue 20's 200-step loss curves, 40-step host-bound timings) says so, so it never shares a key
+        # with a few-step throughput cell
+        return f"{base}-{self.attention}-{self.docs}{tail}" + (f"-n{self.steps}" if self.steps >= LONG_STEPS else "")
 
     @property
     def global_batch(self) -> int:

@@ -174,3 +174,19 @@ def test_optimizer_settings_reach_the_torch_optimizer_under_deepspeeds_wrappers(
     got = steplog.optimizer_settings(wrapped)
     assert got["optimizer"] == "torch.optim.adamw.AdamW" and got["weight_decay"] == [0.0]
     assert got == steplog.optimizer_settings(SimpleNamespace(optimizer=adamw))  # Accelerate's plain wrapper
+
+
+def test_a_file_with_its_machines_host_rows_prices_its_rows_with_them():
+    """A host-bound cell (LoRA at 2,048 x 1) measured beside `probe --compute` host rows of its machine: a slower host
+    there means a slower prediction for that file's rows, and only theirs."""
+    cell = dict(_sweep_cell(None, 8000.0), script="train.py", method="lora", seq_len=2048, ckpt=False, liger=True)
+    key = "train.py-g1-ddp-lora-s2048-mb1-ckptoff-sdpa-short-liger"
+    slow = [{"variant": "lora", "compiled": False, "liger": True, "fwd_ms_per_layer": 4.0,
+             "fwdbwd_ms_per_layer": 12.0, "step_ms": 20.0}]  # fmt: skip
+    files = {"plain.json": {"machine": "a", "cells": {key: cell}},
+             "probed.json": {"machine": "b", "cells": {key: cell}, "host": slow + slow}}  # fmt: skip
+    rows = {r.source: r for r in load_rows(files)}
+    assert rows["plain.json"].host == () and len(rows["probed.json"].host) == 2
+    shipped, probed = predict(rows["plain.json"], {}), predict(rows["probed.json"], {})
+    assert probed.step_s > shipped.step_s
+    assert probed.step_s >= 32 * 12e-3 + 20e-3  # at least that host's time per step

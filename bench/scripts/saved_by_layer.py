@@ -7,6 +7,10 @@ runs the model's real widths at a few layers, random weights, on the GPU where i
 to recompute (on CPU it decides differently: dense layers there keep less compiled than the GPU rows show).
 
     python bench/scripts/saved_by_layer.py --model mixtral --layers 2 --seq 4096 --out saved.json
+    python bench/scripts/saved_by_layer.py --modes fp8 --out saved-fp8.json   # train.py --precision fp8's layers
+
+`fp8` converts the Linears train.py's float8 path takes (training/precision.py fp8_filter, torchao's tensorwise
+recipe, train.py's default) before compiling each layer, all under the same bf16 autocast train.py runs in.
 """
 
 from __future__ import annotations
@@ -78,10 +82,15 @@ def graph_saved_bytes(loss, params: set[int]) -> int:
     return total
 
 
-def measure(name: str, layers: int, method: str, seq: int, mb: int, compiled: bool, device: str) -> dict:
-    from training.precision import compile_layers
+def measure(name: str, layers: int, method: str, seq: int, mb: int, mode: str, device: str) -> dict:
+    from training.precision import compile_layers, fp8_config, fp8_filter
 
     model = build(name, layers, method, device)
+    compiled = mode != "eager"
+    if mode == "fp8":
+        from torchao.float8 import convert_to_float8_training
+
+        convert_to_float8_training(model, config=fp8_config("tensorwise", False), module_filter_fn=fp8_filter)
     if compiled:
         compile_layers(model)
     params = {p.untyped_storage().data_ptr() for p in model.parameters()}
@@ -92,7 +101,8 @@ def measure(name: str, layers: int, method: str, seq: int, mb: int, compiled: bo
             loss = model(input_ids=ids, labels=ids, use_cache=False).loss
         saved = graph_saved_bytes(loss, params)
         del loss
-    return dict(model=name, layers=layers, method=method, seq=seq, micro_batch=mb, compiled=compiled, saved_bytes=saved,
+    return dict(model=name, layers=layers, method=method, seq=seq, micro_batch=mb, compiled=compiled, mode=mode,
+                saved_bytes=saved,
                 allocated_after=torch.cuda.memory_allocated() if kind == "cuda" else None)  # fmt: skip
 
 
@@ -104,13 +114,14 @@ def main() -> int:
     ap.add_argument("--seq", type=int, default=4096)
     ap.add_argument("--micro-batch", type=int, default=1)
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--modes", nargs="+", default=["eager", "compiled"], choices=["eager", "compiled", "fp8"])
     ap.add_argument("--out", type=Path, required=True)
     a = ap.parse_args()
     rows = []
     for name in a.model:
         for layers in a.layers:
-            for compiled in (False, True):
-                rows.append(measure(name, layers, a.method, a.seq, a.micro_batch, compiled, a.device))
+            for mode in a.modes:
+                rows.append(measure(name, layers, a.method, a.seq, a.micro_batch, mode, a.device))
                 print(json.dumps(rows[-1]), flush=True)
                 torch._dynamo.reset()
                 if a.device.startswith("cuda"):
