@@ -338,3 +338,21 @@ def test_lora_rank_gemms_are_a_small_share_of_a_mistral_lora_step():
             base += s
     assert 0.074 * 0.75 < lora < 0.078 * 1.25
     assert 0.63 * 0.9 < base < 0.67 * 1.1
+
+
+def test_memory_bound_work_hides_under_a_host_bound_step():
+    """The adapters' passes and the optimizer's update are GPU kernels the same host issues: a step whose host time
+    passes the GPU's whole work costs the host's time, not the host's plus the memory-bound kernels'; where the GPU
+    is the longer, they add as before."""
+    from generator.estimate.comm import Comm
+    from generator.estimate.timing import step_timing
+
+    doc = _doc()
+    lora = Workload(method="lora", seq_len=2048, grad_checkpointing=False)
+    doc["host"] = [_host_row("lora", False, 20.0, 10.0)]  # 32 x 20 ms + 10: far past the GPU's ~0.15 s
+    t = step_timing(MISTRAL, lora, replace(ONE, compute=from_document(doc, "slow host")), "ddp", Comm(0.0, 0.0, 0.0))
+    assert t.memory_s > 0 and t.parts.host_s > t.parts.gpu_s + t.memory_s
+    assert t.step_s == pytest.approx(t.parts.host_s)
+    doc["host"] = [_host_row("lora", False, 0.1, 0.0)]  # a fast host: the GPU's work sets the step
+    t = step_timing(MISTRAL, lora, replace(ONE, compute=from_document(doc, "fast host")), "ddp", Comm(0.0, 0.0, 0.0))
+    assert t.step_s == pytest.approx(t.parts.gpu_s + t.memory_s)

@@ -246,6 +246,11 @@ def step_timing(
     moved += _foreach_extra_bytes(model, workload, placement, strategy)
     moved += _adapter_bytes(model, workload) + _dequant_bytes(model, workload)
     memory = moved / (table.hbm_gbps * 1e9) + _deepspeed_s(model, workload, strategy)
+    # The memory-bound kernels (adapters, dequantisation, casts, the optimizer's update) are GPU work issued by the
+    # same host: in a host-bound step they run while the host is still issuing, so they add only where the GPU's
+    # whole work passes the host's time. DeepSpeed's overhead is its hooks' host time and always adds.
+    gpu_memory = memory - _deepspeed_s(model, workload, strategy)
+    hidden_memory = min(gpu_memory, max(parts.host_s - parts.gpu_s, 0.0))
     cpu = 0.0
     if s.offload != "none":
         cpu = trainable_params(model, workload) / (placement.num_machines * CPU_ADAM_PARAMS_PER_S)
@@ -258,7 +263,7 @@ def step_timing(
     allocator = 0.0
     if reserved_gb is not None and reserved_gb > ALLOCATOR_PRESSURE_FRACTION * placement.gpu_memory_gb:
         allocator = ALLOCATOR_RETRY_S_PER_MICRO_STEP * workload.grad_accum
-    step = compute + memory + cpu + comm.host_s + exposed + allocator
+    step = compute + memory - hidden_memory + cpu + comm.host_s + exposed + allocator
     tps = tokens / step if step > 0 else 0.0
     mfu = tps * model_flops_per_token(model, workload) / (rates.dense_bf16_tflops * 1e12)
     return Timing(compute, memory, cpu, exposed, step, tps, mfu, allocator, parts)
