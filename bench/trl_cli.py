@@ -106,6 +106,10 @@ VALIDATION: tuple[TrlCell, ...] = (
     _t("lora", "all", 4096, 1, True, "sdpa", "fill", liger=True),
     _t("qlora", "qv", 8192, 1, True, "flex", "fill"),
     _t("lora", "qv", 4096, 2, True, "flex", "short"),
+    # QLoRA with a bf16 stream (TRL keeps --dtype's bf16 for norms and embeddings): run on 2026-12-03 as the row that
+    # would separate the dequantisation from the fp32 stream train.py's QLoRA rows carry; that split is not shipped
+    # (bench/targets.py says why), so it stays held out.
+    _t("qlora", "qv", 4096, 2, False, "sdpa", "fill"),
 )
 CELLS: tuple[TrlCell, ...] = (*FIT, *VALIDATION)
 
