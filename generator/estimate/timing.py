@@ -245,11 +245,11 @@ def step_timing(
     moved += _collective_copy_bytes(model, workload, strategy)
     moved += _foreach_extra_bytes(model, workload, placement, strategy)
     moved += _adapter_bytes(model, workload) + _dequant_bytes(model, workload)
-    memory = moved / (table.hbm_gbps * 1e9) + _deepspeed_s(model, workload, strategy)
+    gpu_memory = moved / (table.hbm_gbps * 1e9)
+    memory = gpu_memory + _deepspeed_s(model, workload, strategy)
     # The memory-bound kernels (adapters, dequantisation, casts, the optimizer's update) are GPU work issued by the
     # same host: in a host-bound step they run while the host is still issuing, so they add only where the GPU's
     # whole work passes the host's time. DeepSpeed's overhead is its hooks' host time and always adds.
-    gpu_memory = memory - _deepspeed_s(model, workload, strategy)
     hidden_memory = min(gpu_memory, max(parts.host_s - parts.gpu_s, 0.0))
     cpu = 0.0
     if s.offload != "none":
