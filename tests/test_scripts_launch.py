@@ -130,8 +130,11 @@ def test_trl_sft_full_uses_fused_adamw_and_checkpointing(work):
 
 def test_trl_sft_lora_ddp_finds_unused_parameters(work):
     out = work / "sft_lora"
-    launch(work, "bench/scripts/trl_sft.py", out, "--method", "lora", "--lora-r", "4", "--load-dtype", "bf16")
+    probe = work / "teardown_trl"
+    launch(work, "bench/scripts/trl_sft.py", out, "--method", "lora", "--lora-r", "4", "--load-dtype", "bf16",
+           **probe_env(probe, "trl_sft.py"))  # fmt: skip
     start = check_bench_log(out)
+    assert alive_at_end_training(probe) == {"rank0": "0", "rank1": "0"}  # an abort at exit in CI otherwise
     # a PeftModel is not a PreTrainedModel, so the Trainer's default is find_unused_parameters=True for LoRA
     assert start["ddp"]["find_unused_parameters"] is True
     assert start["frozen_param_dtypes"] == ["bfloat16"] and start["trainable_param_dtypes"] == ["float32"]

@@ -29,6 +29,7 @@ Three things differ from a bare user script, each for measurement only:
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib.util
 import os
 import sys
@@ -180,6 +181,14 @@ def train(args: argparse.Namespace) -> int:
         raise ScriptError(f"SFTTrainer could not start: {common.first_line(exc)}") from None
     cb.trainer = trainer
     trainer.train()
+    # The DDP wrapper before the process group, as train.py does: a rank whose Reducer outlives the group can abort
+    # or hang at exit over gloo (pytorch/pytorch#56297). The callback and the trainer refer to each other.
+    accelerator = trainer.accelerator
+    accelerator.wait_for_everyone()
+    cb.trainer = trainer = model = None
+    gc.collect()
+    accelerator.free_memory()
+    accelerator.end_training()
     return 0
 
 
