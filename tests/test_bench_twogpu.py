@@ -130,19 +130,20 @@ def test_committed_liger_pairs_agree():
 
 @pytest.mark.slow
 def test_preemption_script_cpu_mode_resumes_to_the_same_losses(tmp_path):
+    """The harness's SIGTERM row: two DDP ranks over gloo stopped together mid-run, a checkpoint, exit 75, --resume to
+    the same losses (the only two-rank SIGTERM run in the suite). Its kill-during-save row is the harness around
+    train.py's slow-save hook, which tests/test_train_launch.py runs on train.py itself; both rows together took
+    121 s of a 2-core CI machine."""
     res = subprocess.run(
-        [sys.executable, "bench/preempt.py", "--cpu", "--steps", "6", "--workdir", str(tmp_path),
+        [sys.executable, "bench/preempt.py", "--cpu", "--steps", "6", "--only", "cpu-ddp", "--workdir", str(tmp_path),
          "--output", str(tmp_path / "r.json")],
-        cwd=ROOT, capture_output=True, text=True, timeout=480,  # ~60 s alone; past 240 s once under a loaded CPU
+        cwd=ROOT, capture_output=True, text=True, timeout=480,  # ~40 s alone; far longer under a loaded CPU
         stdin=subprocess.DEVNULL,
     )  # fmt: skip
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-1000:]  # stdout: each row's verdict and error
     rows = json.loads((tmp_path / "r.json").read_text())["rows"]
-    assert set(rows) == {"cpu-ddp", "cpu-ddp-kill-during-save"}
-    for r in rows.values():
-        assert r["passed"] and r["interrupted_exit"] != 0 and r["resumed_exit"] == 0 and not r["disagree_steps"]
-        assert len(r["resumed_losses"]) == 6 and r["resumed_losses"] == pytest.approx(r["base_losses"], abs=1e-5)
-    # the SIGTERM row checkpointed and said 75; the killed save never became `latest`, the resume took the one before
-    assert rows["cpu-ddp"]["preempted"]["exit_code"] == 75
-    killed = rows["cpu-ddp-kill-during-save"]
-    assert killed["latest_after_cut"] == killed["expected_resume"] == Path(killed["resumed_from"]).name
+    assert set(rows) == {"cpu-ddp"}
+    r = rows["cpu-ddp"]
+    assert r["passed"] and r["interrupted_exit"] != 0 and r["resumed_exit"] == 0 and not r["disagree_steps"]
+    assert len(r["resumed_losses"]) == 6 and r["resumed_losses"] == pytest.approx(r["base_losses"], abs=1e-5)
+    assert r["preempted"]["exit_code"] == 75  # train.py checkpointed and said 75 (the launcher reports 1)

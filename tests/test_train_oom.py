@@ -107,12 +107,27 @@ def models(tmp_path_factory):
     return root
 
 
-def train(models: Path, out: Path, *extra: str, model: str = "tiny", **env: str) -> subprocess.CompletedProcess:
+def start(models: Path, out: Path, *extra: str, model: str = "tiny", **env: str) -> subprocess.Popen:
+    """train.py in the background: runs that do not depend on each other start together (each spends most of its
+    time importing, on one core of CI's two)."""
     cmd = [sys.executable, "train.py", "--model", str(models / model), "--init", "random", "--dataset", str(DATA),
            "--seq-len", "64", "--micro-batch", "2", "--global-batch", "4", "--max-steps", "4", "--warmup-steps", "1",
            "--output-dir", str(out), "--no-export", *extra]  # fmt: skip
     e = dict(os.environ, HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false", OMP_NUM_THREADS="1", **env)
-    return subprocess.run(cmd, cwd=ROOT, env=e, capture_output=True, text=True, timeout=240)
+    return subprocess.Popen(cmd, cwd=ROOT, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def finish(proc: subprocess.Popen) -> subprocess.CompletedProcess:
+    try:
+        out, err = proc.communicate(timeout=240)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def train(models: Path, out: Path, *extra: str, model: str = "tiny", **env: str) -> subprocess.CompletedProcess:
+    return finish(start(models, out, *extra, model=model, **env))
 
 
 def error_lines(proc: subprocess.CompletedProcess) -> list[str]:
@@ -121,15 +136,18 @@ def error_lines(proc: subprocess.CompletedProcess) -> list[str]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("phase, step", [(fit.LOAD, None), (fit.STEP, 2), (fit.OPTIMIZER, 1)])
-def test_a_simulated_oom_exits_3_with_one_line_naming_the_phase(models, tmp_path, phase, step):
-    hook = phase if step is None else f"{phase}:{step}"
-    proc = train(models, tmp_path / "run", TRAIN_TEST_OOM=hook, TRAIN_TEST_GPU=f"{H200[0]}:{H200[1]}")
-    assert proc.returncode == EXIT_OUT_OF_MEMORY, proc.stderr[-3000:]
-    (line,) = error_lines(proc)
-    where = f" (step {step}, " if step is not None else " ("
-    assert f"CUDA out of memory in the {phase}{where}{H200[0]}" in line and "the plan predicted" in line
-    assert looks_oom(proc.stderr)  # plan --trial and the bench harnesses still record it as out of memory
+def test_a_simulated_oom_exits_3_with_one_line_naming_the_phase(models, tmp_path):
+    phases = [(fit.LOAD, None), (fit.STEP, 2), (fit.OPTIMIZER, 1)]
+    gpu = f"{H200[0]}:{H200[1]}"
+    procs = [start(models, tmp_path / phase.replace(" ", "-").replace("/", "-"),
+                   TRAIN_TEST_OOM=phase if step is None else f"{phase}:{step}", TRAIN_TEST_GPU=gpu)
+             for phase, step in phases]  # fmt: skip
+    for (phase, step), proc in zip(phases, map(finish, procs), strict=True):
+        assert proc.returncode == EXIT_OUT_OF_MEMORY, (phase, proc.stderr[-3000:])
+        (line,) = error_lines(proc)
+        where = f" (step {step}, " if step is not None else " ("
+        assert f"CUDA out of memory in the {phase}{where}{H200[0]}" in line and "the plan predicted" in line, phase
+        assert looks_oom(proc.stderr), phase  # plan --trial and the bench harnesses still record it as out of memory
 
 
 @pytest.mark.slow
@@ -162,10 +180,11 @@ def test_a_run_the_plan_says_will_not_fit_is_refused_before_loading(models, tmp_
 @pytest.mark.slow
 def test_no_fit_check_runs_it_anyway_with_a_warning(models, tmp_path):
     tiny_gpu = f"{H200[0]}:0.5"  # less than the CUDA context alone: nothing fits
-    refused = train(models, tmp_path / "a", TRAIN_TEST_GPU=tiny_gpu)
+    both = start(models, tmp_path / "a", TRAIN_TEST_GPU=tiny_gpu), start(models, tmp_path / "b", "--no-fit-check",
+                                                                        TRAIN_TEST_GPU=tiny_gpu)  # fmt: skip
+    refused, proc = map(finish, both)
     assert refused.returncode == EXIT_OUT_OF_MEMORY and len(error_lines(refused)) == 1
-    proc = train(models, tmp_path / "b", "--no-fit-check", TRAIN_TEST_GPU=tiny_gpu)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "running it anyway (--no-fit-check)" in proc.stdout
-    start = json.loads((tmp_path / "b" / "train_log.jsonl").read_text().splitlines()[0])
-    assert start["fit_check"]["fits"] is False and start["fit_check"]["seconds"] < 1.0
+    first = json.loads((tmp_path / "b" / "train_log.jsonl").read_text().splitlines()[0])
+    assert first["fit_check"]["fits"] is False and first["fit_check"]["seconds"] < 1.0
