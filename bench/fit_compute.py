@@ -212,18 +212,31 @@ def fit_constant(name: str, rows, busbw, table, others: dict, hi: float) -> tupl
     return best, _errors(rows, busbw, table, {**others, name: best})
 
 
+SUPPLEMENT_SHAPES = {
+    "attention": ("path", "heads", "kv_heads", "seq", "doc"),
+    "layers": ("hidden", "intermediate", "heads", "kv_heads", "experts", "top_k", "variant", "mb", "seq"),
+}
+"""What a supplement may add, and the fields that make two rows the same measurement."""
+
+
 def supplemented(doc: dict, path: Path) -> dict:
-    """The table with a supplement's attention rows added (bench/results/flex-short-docs-h200-2026-12-02.json: flex at
-    54-512-token documents, which the 2026-12-02 probe did not time), each row naming its file; rows the table already
-    holds at the same path and shape are left as the probe measured them."""
+    """The table with a supplement's rows added, each naming its file: attention rows (`rows`; flex at 54-512-token
+    documents, bench/results/flex-short-docs-h200-2026-12-02.json, which the 2026-12-02 probe did not time) and
+    whole-layer rows (`layers`; train.py's QLoRA layers, bench/scripts/qlora_layer.py, which the probe cannot build).
+    Rows the table already holds at the same shape are left as the probe measured them."""
     extra = json.loads(path.read_text())
     if "H200" not in str(extra.get("device")):
         raise SystemExit(f"{path}: measured on {extra.get('device')!r}, not an H200")
-    shape = ("path", "heads", "kv_heads", "seq", "doc")
-    held = {tuple(r.get(k) for k in shape) for r in doc.get("attention", [])}
-    new = [{**r, "source": path.name} for r in extra["rows"] if tuple(r.get(k) for k in shape) not in held]
-    names = [*doc.get("supplements", []), path.name]
-    return {**doc, "attention": [*doc.get("attention", []), *new], "supplements": sorted(set(names))}
+    out = dict(doc)
+    for section, shape in SUPPLEMENT_SHAPES.items():
+        rows = extra.get("rows" if section == "attention" else section) or []
+        held = {tuple(r.get(k) for k in shape) for r in doc.get(section, [])}
+        new = [{**r, "source": path.name} for r in rows if tuple(r.get(k) for k in shape) not in held]
+        out[section] = [*doc.get(section, []), *new]
+    if not any(extra.get(k) for k in ("rows", "layers")):
+        raise SystemExit(f"{path}: no attention `rows` or `layers` to add")
+    out["supplements"] = sorted({*doc.get("supplements", []), path.name})
+    return out
 
 
 def host_replaced(doc: dict, path: Path) -> dict:
@@ -251,8 +264,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--provisional", action="store_true", help="build the catalog-scaled stand-in table")
     ap.add_argument("--check", action="store_true", help="print the fit against the shipped table; write nothing")
     ap.add_argument("--supplement", action="append", default=[], type=Path,
-                    help="a later measurement of more attention rows by the probe's own code on one H200 (its `rows`),"
-                    " added to the table with its file named under `supplements` (repeatable)")  # fmt: skip
+                    help="a later measurement on one H200 of attention rows (its `rows`) or whole-layer rows (its "
+                    "`layers`), added to the table with its file named under `supplements` (repeatable)")  # fmt: skip
     ap.add_argument("--host", type=Path, default=None,
                     help="a results file whose `host` rows (a later run of the probe's host section on one H200)"
                     " replace the table's")  # fmt: skip

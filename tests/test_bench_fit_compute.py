@@ -25,3 +25,22 @@ def test_every_fitted_constant_cites_fit_rows_only():
         assert {r.role for r in chosen} == {"fit"}, name
     fit = json.loads(FIT.read_text())
     assert all(fit[name]["rows"] for name, _, _ in fit_compute.FITS if name in fit)
+
+
+def test_a_supplement_adds_layer_rows_and_keeps_what_the_table_measured(tmp_path):
+    """bench/scripts/qlora_layer.py's rows (train.py's NF4 layers, which the probe cannot build) join the table's
+    layer rows with their file named; a row of a shape the table already holds stays the probe's."""
+    from generator.estimate.compute_source import SHIPPED
+    from generator.estimate.compute_table import from_document
+
+    doc = json.loads(SHIPPED.read_text())
+    held = doc["layers"][0]
+    qlora = {**held, "variant": "qlora", "mb": 1, "seq": 2048, "fwd_ms_per_layer": 30.0, "fwdbwd_ms_per_layer": 90.0}
+    again = {**held, "fwd_ms_per_layer": held["fwd_ms_per_layer"] * 9}
+    path = tmp_path / "qlora-layers.json"
+    path.write_text(json.dumps({"kind": "qlora-layers", "device": "NVIDIA H200", "layers": [qlora, again]}))
+    out = fit_compute.supplemented(doc, path)
+    assert out["layers"] == [*doc["layers"], {**qlora, "source": path.name}]
+    assert path.name in out["supplements"] and out["attention"] == doc["attention"]
+    key = tuple(held[k] for k in ("hidden", "intermediate", "heads", "kv_heads", "experts", "top_k")) + ("qlora",)
+    assert from_document(out, "supplemented").layers[key] == ((1, 2048, 0.03, 0.06),)

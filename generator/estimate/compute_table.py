@@ -65,8 +65,9 @@ class ComputeTable:
     fit: dict
     """Constants fitted on top of this table (bench/fit_compute.py) and the rows they cite; {} when none."""
     layers: dict = field(default_factory=dict)
-    """(hidden, intermediate, heads, kv_heads, experts, top_k, variant frozen | full) -> (mb, seq, forward s,
-    backward s) per decoder layer, timed whole (generator/probe/compute_layers.py: MoE models); {} when none."""
+    """(hidden, intermediate, heads, kv_heads, experts, top_k, variant frozen | full | qlora) -> rows of (mb, seq,
+    forward s, backward s) per decoder layer, fewest tokens first, timed whole (generator/probe/compute_layers.py:
+    MoE models; qlora: train.py's NF4 layers, bench/scripts/qlora_layer.py); {} when none."""
     host_step: dict = field(default_factory=dict)
     """Same keys as `host` -> host seconds per optimizer step outside the decoder layers (embedding, mask, lm_head,
     loss, the optimizer's fixed part); {} in tables probed before the step was timed."""
@@ -137,11 +138,12 @@ def from_document(doc: dict, source: str) -> ComputeTable:
     if not streams:
         raise ValueError("the compute file has no HBM rows")
     host, host_step = host_tables(doc.get("host") or [])
-    layers = {}
+    layers: dict = {}
     for r in doc.get("layers") or []:
         key = tuple(int(r[k]) for k in ("hidden", "intermediate", "heads", "kv_heads", "experts", "top_k"))
         fwd, both = _nonneg(r["fwd_ms_per_layer"]) / 1e3, _nonneg(r["fwdbwd_ms_per_layer"]) / 1e3
-        layers[(*key, str(r["variant"]))] = (int(r["mb"]), int(r["seq"]), fwd, max(both - fwd, 0.0))
+        row = (int(r["mb"]), int(r["seq"]), fwd, max(both - fwd, 0.0))
+        layers.setdefault((*key, str(r["variant"])), {})[row[0] * row[1]] = row  # a later row of one size wins
     return ComputeTable(
         gpu=str(doc.get("gpu", "unknown")),
         measured=bool(doc.get("measured", False)),
@@ -153,7 +155,7 @@ def from_document(doc: dict, source: str) -> ComputeTable:
         hbm_gbps=statistics.median(streams),
         host=host,
         fit=dict(doc.get("fit") or {}),
-        layers=layers,
+        layers={k: tuple(v[t] for t in sorted(v)) for k, v in layers.items()},
         host_step=host_step,
     )
 
@@ -309,7 +311,8 @@ def scaled(table: ComputeTable, gpu: str, compute_ratio: float, memory_ratio: fl
         for p, rows in table.attention.items()
     }
     casts = {k: v / memory_ratio for k, v in table.cast_ns_per_elem.items()} if fp8 else {}
-    layers = {k: (mb, s, f / compute_ratio, b / compute_ratio) for k, (mb, s, f, b) in table.layers.items()}
+    layers = {k: tuple((mb, s, f / compute_ratio, b / compute_ratio) for mb, s, f, b in rows)
+              for k, rows in table.layers.items()}  # fmt: skip
     return replace(
         table,
         gpu=gpu,

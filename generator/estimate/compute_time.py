@@ -143,17 +143,28 @@ def _host_s(table: ComputeTable, model: ModelSpec, workload: Workload, fwd: int)
     return workload.grad_accum * model.num_layers * (fwd * f + b) + host_step_s(*args)
 
 
+ROW_VARIANT = {"full": "full", "lora": "frozen", "qlora": "qlora"}
+"""The layer row each method reads: LoRA's frozen base; QLoRA's NF4 base (experts as a per-expert loop)."""
+ROW_EXPERTS = {"full": "grouped_mm", "frozen": "grouped_mm", "qlora": "loop_bf16"}
+"""The experts' path each row variant ran (expert_impl): a row prices only a step that takes the same path."""
+
+
 def layer_row(table: ComputeTable, model: ModelSpec, workload: Workload, strategy: str) -> tuple | None:
-    """The table's whole-layer row for this model and workload's bf16 eager twin (row_twin), or None: MoE models
-    only (dense layers are priced from their operators, validated on Mistral and four families), LoRA (the frozen
-    row) or a full fine-tune, and the grouped_mm experts the row ran."""
-    if not model.num_experts or workload.method not in ("full", "lora"):
-        return None
-    if expert_impl(workload, strategy) != "grouped_mm":
+    """The table's whole-layer rows (fewest tokens first) for this model and workload's bf16 eager twin (row_twin),
+    or None: MoE models only (dense layers are priced from their operators, validated on Mistral and four
+    families), with the experts' path the rows ran."""
+    variant = ROW_VARIANT.get(workload.method)
+    if not model.num_experts or variant is None or expert_impl(workload, strategy) != ROW_EXPERTS[variant]:
         return None
     key = (model.hidden_size, model.intermediate_size, model.num_heads, model.num_kv_heads, model.num_experts,
-           max(model.experts_per_token, 1), "full" if workload.method == "full" else "frozen")  # fmt: skip
+           max(model.experts_per_token, 1), variant)  # fmt: skip
     return table.layers.get(key)
+
+
+def quantised_layers_in_row(table: ComputeTable, model: ModelSpec, workload: Workload, strategy: str) -> bool:
+    """Whether a QLoRA step's decoder layers are priced whole from a qlora row, which then holds their
+    dequantisation (timing leaves its dequantisation bytes out)."""
+    return workload.method == "qlora" and layer_row(table, model, row_twin(workload), strategy) is not None
 
 
 def row_twin(workload: Workload) -> Workload:
@@ -167,14 +178,31 @@ def _attention_split(table: ComputeTable, model: ModelSpec, workload: Workload) 
     return _attention_s(table, model, workload, 1) - backward, backward
 
 
-def _layers_s(table: ComputeTable, model: ModelSpec, workload: Workload, fwd: int, row: tuple) -> float:
-    """The decoder layers from their measured row, attention taken out at the row's shape (one causal document per
-    sequence, SDPA, as the probe ran it) and put back at the workload's by the attention rows."""
+def _row_rest_s(table: ComputeTable, model: ModelSpec, workload: Workload, fwd: int, row: tuple) -> tuple:
+    """(tokens, seconds) of one layer row without its attention, taken out at the row's shape (one causal document
+    per sequence, SDPA, as the rows were timed)."""
     mb, seq, f, b = row
     probed = replace(workload, seq_len=seq, micro_batch=mb, attention="sdpa", doc_tokens=None)
     af, ab = (x / model.num_layers for x in _attention_split(table, model, probed))
-    per_token = (fwd * max(f - af, 0.0) + max(b - ab, 0.0)) / (mb * seq)
-    return model.num_layers * per_token * workload.seq_len * workload.micro_batch
+    return mb * seq, fwd * max(f - af, 0.0) + max(b - ab, 0.0)
+
+
+def _layers_s(table: ComputeTable, model: ModelSpec, workload: Workload, fwd: int, rows: tuple) -> float:
+    """The decoder layers from their measured rows, attention put back at the workload's shape by the attention rows.
+    One row scales with the tokens. Two or more are read along the line through the two nearest: a layer whose cost
+    does not follow its tokens (a per-expert loop's host synchronisations and per-call dequantisation) has a fixed
+    part that proportional scaling would spread over the tokens; a line that falls with the tokens (noise) is not
+    trusted, and the nearest row scales instead."""
+    points = [_row_rest_s(table, model, workload, fwd, row) for row in rows]
+    tokens = workload.seq_len * workload.micro_batch
+    nearest = min(points, key=lambda p: abs(p[0] - tokens))
+    per_layer = nearest[1] * tokens / nearest[0]
+    if len(points) > 1:
+        i = next((i for i, p in enumerate(points[1:-1], 1) if p[0] >= tokens), len(points) - 1)
+        (t0, s0), (t1, s1) = points[i - 1], points[i]
+        if s1 > s0 and t1 > t0:
+            per_layer = max(s0 + (s1 - s0) * (tokens - t0) / (t1 - t0), 0.0)
+    return model.num_layers * per_layer
 
 
 def _operators_time(table: ComputeTable, model: ModelSpec, workload: Workload, strategy: str) -> ComputeTime:
@@ -190,7 +218,7 @@ def _operators_time(table: ComputeTable, model: ModelSpec, workload: Workload, s
     )
 
 
-def _row_time(table: ComputeTable, model: ModelSpec, workload: Workload, row: tuple) -> ComputeTime:
+def _row_time(table: ComputeTable, model: ModelSpec, workload: Workload, rows: tuple) -> ComputeTime:
     """The decoder layers from their measured row; lm_head, LoRA's GEMMs, attention and the loss apart."""
     fwd, n = forward_passes(workload), workload.grad_accum
     loss_bytes = workload.seq_len * workload.micro_batch * pass_bytes(model, workload).loss
@@ -201,7 +229,7 @@ def _row_time(table: ComputeTable, model: ModelSpec, workload: Workload, row: tu
         elementwise_s=n * _elementwise_s(table, loss_bytes),
         fp8_cast_s=0.0,
         host_s=_host_s(table, model, workload, fwd),
-        layers_s=n * _layers_s(table, model, workload, fwd, row),
+        layers_s=n * _layers_s(table, model, workload, fwd, rows),
     )
 
 

@@ -20,7 +20,7 @@ from generator.catalog import strategies as catalog
 from generator.estimate.attention import attention_flops_per_token, useful_keys_per_query
 from generator.estimate.comm import Comm
 from generator.estimate.compute_source import fitted, table_for
-from generator.estimate.compute_time import ComputeTime, compute_time, forward_passes
+from generator.estimate.compute_time import ComputeTime, compute_time, forward_passes, quantised_layers_in_row
 from generator.estimate.hardware import gpu_rates
 from generator.estimate.operators import executed_flops_per_token
 from generator.estimate.states import load_bytes, lora_params, qlora_unquantised_params, shard_count, trainable_params
@@ -200,9 +200,10 @@ def _adapter_bytes(model: ModelSpec, workload: Workload) -> float:
     return tokens * width * fitted(LORA_BYTES_KEY, LORA_BYTES_PER_TOKEN_WIDTH) * passes * (1 - fused)
 
 
-def _dequant_bytes(model: ModelSpec, workload: Workload) -> float:
-    """QLoRA: every use of a 4-bit weight (each forward, backward) dequantises it; embeddings and lm_head stay fp32."""
-    if workload.method != "qlora":
+def _dequant_bytes(model: ModelSpec, workload: Workload, in_row: bool = False) -> float:
+    """QLoRA: every use of a 4-bit weight (each forward, backward) dequantises it; embeddings and lm_head stay fp32.
+    `in_row`: the decoder layers (every 4-bit weight) are priced whole from a qlora layer row, which holds this."""
+    if workload.method != "qlora" or in_row:
         return 0.0
     quantised = model.params_total - qlora_unquantised_params(model)
     uses = _forward_passes(workload) + 1
@@ -244,7 +245,8 @@ def step_timing(
     moved = _update_bytes(model, workload, placement, strategy) + _cast_bytes(model, workload, strategy)
     moved += _collective_copy_bytes(model, workload, strategy)
     moved += _foreach_extra_bytes(model, workload, placement, strategy)
-    moved += _adapter_bytes(model, workload) + _dequant_bytes(model, workload)
+    in_row = quantised_layers_in_row(table, model, workload, strategy)
+    moved += _adapter_bytes(model, workload) + _dequant_bytes(model, workload, in_row)
     gpu_memory = moved / (table.hbm_gbps * 1e9)
     memory = gpu_memory + _deepspeed_s(model, workload, strategy)
     # The memory-bound kernels (adapters, dequantisation, casts, the optimizer's update) are GPU work issued by the
