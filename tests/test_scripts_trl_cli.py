@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -163,3 +164,32 @@ def test_trl_without_checkpointing_reserves_little_beyond_its_peak():
             ratio[script, ckpt] = e.reserved_gb / e.peak_gb
     assert ratio["trainer", False] < 1.05 < ratio["train.py", False]
     assert ratio["trainer", True] >= 1.0
+
+
+def _versus_train_py(plan: dict) -> tuple[float, str]:
+    """(train.py's predicted tokens/s per GPU, the words around it) from the plan's `script ...:` reason."""
+    (line,) = [r for r in plan["reasons"] if r.startswith("script ")]
+    m = re.search(r"train\.py (?:would be predicted [+-]\d+% faster: |is predicted \w+(?: \d+%)?(?: here)? \()([\d,]+)",
+                  line)  # fmt: skip
+    assert m, line
+    return float(m.group(1).replace(",", "")), line
+
+
+@pytest.mark.parametrize("flags", [("--model", "mistral-7b", "--method", "lora", "--num-gpus", "1"),
+                                   ("--model", "qwen2.5-7b", "--method", "qlora", "--seq-len", "8192")])  # fmt: skip
+def test_the_train_py_comparison_says_what_the_numbers_say(flags):
+    """The reason line's verdict (faster by N%, within the tie, the same, slower) follows the two predictions: TRL's
+    plan against train.py's plan of the same request."""
+    cmd = [sys.executable, "-m", "generator", "plan", "--machine", "h200-sxm-2", *flags, "--json"]
+    plan = json.loads(subprocess.run([*cmd, "--script", "trainer"], cwd=ROOT, capture_output=True, text=True,
+                                     timeout=60, check=True).stdout)  # fmt: skip
+    theirs, line = _versus_train_py(plan)
+    assert "GPU(s)" not in line or f"on {plan['num_processes']} GPU(s)" in line  # the same GPUs: per GPU compares
+    gain = theirs / plan["chosen"]["tokens_per_s_per_gpu"] - 1
+    if gain > 0.02:
+        said = re.search(r"would be predicted \+(\d+)% faster", line)
+        assert said and abs(int(said.group(1)) - 100 * gain) <= 1, line
+    elif gain < -0.02:
+        assert "slower here" in line
+    else:
+        assert "within 2% here" in line or "the same here" in line

@@ -30,22 +30,9 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from generator.probe.compute_bench import Clock, per_layer  # noqa: E402
-from generator.probe.compute_layers import hf_config_dict  # noqa: E402
+from generator.probe.compute_layers import hf_config_dict, layer_config, layer_dims  # noqa: E402
 
 DEPTHS = (1, 3)
-CPU_WIDTHS = {"hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4, "num_key_value_heads": 2,
-              "head_dim": 16}  # fmt: skip
-
-
-def _config(cfg: dict, layers: int, cpu: bool):
-    from transformers import AutoConfig
-
-    d = {k: v for k, v in cfg.items() if k not in ("model_type", "architectures", "auto_map")}
-    if cpu:
-        d.update(CPU_WIDTHS)
-        d.update({k: 4 for k in ("num_local_experts",) if k in d})
-    d.update(num_hidden_layers=layers, vocab_size=512, use_cache=False)
-    return AutoConfig.for_model(cfg["model_type"], **d)
 
 
 def build(cfg: dict, layers: int, device: str):
@@ -55,7 +42,7 @@ def build(cfg: dict, layers: int, device: str):
 
     from training.qlora import quantised_random_model, quantization_config
 
-    config = _config(cfg, layers, device != "cuda")
+    config = layer_config(cfg, layers, device != "cuda")
     model = quantised_random_model(config, device, quantization_config(), attn_implementation="sdpa")
     model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
     return config, model.get_decoder().train()
@@ -90,10 +77,7 @@ def rows(model: str, token_counts: list[tuple[int, int]], device: str, budget_s:
     dims = {}
     for depth in DEPTHS:
         config, body = build(cfg, depth, device)
-        dims = {"hidden": config.hidden_size, "intermediate": config.intermediate_size,
-                "heads": config.num_attention_heads, "kv_heads": config.num_key_value_heads,
-                "experts": getattr(config, "num_local_experts", 0) or 0,
-                "top_k": getattr(config, "num_experts_per_tok", 0) or 0}  # fmt: skip
+        dims = layer_dims(config)
         for tokens in token_counts:
             if time.monotonic() > t_end:
                 clock.skipped.append(f"{model} depth {depth} {tokens}: time box")

@@ -69,7 +69,13 @@ def versus_train_py(request: PlanRequest, chosen: Row, plan_with: Callable[[Plan
     )
     if gain <= TIE_TOLERANCE:
         per_gpu = other.estimate.tokens_per_s_per_gpu
-        return [f"{head}; train.py is predicted no faster here ({per_gpu:,.0f} tokens/s/GPU)"]
+        if gain < -TIE_TOLERANCE:
+            verdict = f"slower here ({per_gpu:,.0f} tokens/s/GPU, {gain:+.0%})"
+        elif abs(gain) < 0.0005:
+            verdict = f"the same here ({per_gpu:,.0f} tokens/s/GPU)"
+        else:  # a tie: the estimate cannot tell throughputs this close apart
+            verdict = f"within {TIE_TOLERANCE:.0%} here ({per_gpu:,.0f} tokens/s/GPU, {gain:+.1%})"
+        return [f"{head}; train.py is predicted {verdict}"]
     levers = lever_words(other)
     how = f" with {', '.join(levers)}" if levers else ""
     return [

@@ -41,13 +41,15 @@ def hf_config_dict(name_or_dir: str) -> dict | None:
     return json.loads(path.read_text()) if path.is_file() else None
 
 
-def _config(cfg: dict, layers: int, cpu: bool):
+def layer_config(cfg: dict, layers: int, cpu: bool):
+    """The transformers config of `layers` decoder layers at the model's widths (a toy's on CPU), a small vocabulary
+    (the lm_head is priced from GEMM rows)."""
     from transformers import AutoConfig
 
     d = {k: v for k, v in cfg.items() if k not in ("model_type", "architectures", "auto_map")}
     if cpu:
         d.update({k: v for k, v in CPU_WIDTHS.items() if k != "num_local_experts" or k in d})
-    d.update(num_hidden_layers=layers, vocab_size=512, use_cache=False)  # the lm_head is priced from GEMM rows
+    d.update(num_hidden_layers=layers, vocab_size=512, use_cache=False)
     return AutoConfig.for_model(cfg["model_type"], **d)
 
 
@@ -57,7 +59,7 @@ def _per_layer_ms(clock: Clock, cfg: dict, variant: str, tokens: tuple[int, int]
     cpu = clock.device != "cuda"
     times: dict[int, tuple[float, float]] = {}
     for depth in DEPTHS:
-        config = _config(cfg, depth, cpu)
+        config = layer_config(cfg, depth, cpu)
         with torch.device(clock.device):
             model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16, attn_implementation="sdpa")
         body = model.get_decoder().train()
@@ -76,12 +78,16 @@ def _per_layer_ms(clock: Clock, cfg: dict, variant: str, tokens: tuple[int, int]
         del model, body, x, grad
         if clock.device == "cuda":
             torch.cuda.empty_cache()
-    dims = {"hidden": config.hidden_size, "intermediate": config.intermediate_size,
+    fwd, both = per_layer(times[DEPTHS[0]], times[DEPTHS[1]], DEPTHS[1] - DEPTHS[0])
+    return fwd * 1e3, both * 1e3, layer_dims(config)
+
+
+def layer_dims(config) -> dict:
+    """The widths that key a layer row (estimate.compute_table: `layers`)."""
+    return {"hidden": config.hidden_size, "intermediate": config.intermediate_size,
             "heads": config.num_attention_heads, "kv_heads": config.num_key_value_heads,
             "experts": getattr(config, "num_local_experts", 0) or getattr(config, "num_experts", 0) or 0,
             "top_k": getattr(config, "num_experts_per_tok", 0) or 0}  # fmt: skip
-    fwd, both = per_layer(times[DEPTHS[0]], times[DEPTHS[1]], DEPTHS[1] - DEPTHS[0])
-    return fwd * 1e3, both * 1e3, dims
 
 
 def layer_rows(clock: Clock, models: list[tuple[str, dict]], budget_s: float) -> list[dict]:
