@@ -10,7 +10,9 @@ Tokens per step are TRL's own count (num_tokens), so short packed bins are count
     python bench/trl_cli.py --budget-s 400 --only 'trl-*'          # on the GPU machine, after bench/gpu_env.sh
     python bench/trl_cli.py --list
 
-Cell keys: trl-g1-<strategy>-<method>-<qv|all>-s<seq>-mb<mb>-ckpt<on|off>-<sdpa|flex>-<short|fill>[-liger]-<fp32|bf16>.
+Cell keys: trl-g1-<strategy>-<method>-<qv|all>-s<seq>-<LEVERS>-<short|fill>[-liger]-<fp32|bf16|planned>, LEVERS
+either mb<mb>-ckpt<on|off>-<sdpa|flex> or auto-gb<global batch> (the plan's picks); planned: the dtype the plan chose
+("default" in files measured before it chose one).
 Documents: `fill` one synthetic text per bin (each longer than the sequence: TRL's bfd packing truncates it to
 --max_length, so every row is one full document); `short` the synthetic chat examples (~54 tokens) packed by TRL.
 """
@@ -60,7 +62,8 @@ class TrlCell:
     docs: str
     liger: bool = False
     load: str | None = None
-    """fp32 | bf16; None: TRL's default (float32), as the plan prints it."""
+    """fp32 | bf16; None: the plan's pick (`--load-dtype auto`: bf16 for a LoRA or QLoRA base, TRL's float32 for a
+    full fine-tune), as the plan prints it."""
     steps: int = 6
     strategy: str = "ddp"
     global_batch: int = 4
@@ -72,7 +75,9 @@ class TrlCell:
             levers = f"auto-gb{self.global_batch}"
         else:
             levers = f"mb{self.micro_batch}-ckpt{'on' if self.ckpt else 'off'}-{self.attention}"
-        tail = ("-liger" if self.liger else "") + f"-{self.load or 'default'}"
+        # "planned": the plan's own dtype; cells measured before the plan chose it (2026-12-01, TRL's float32 for
+        # every method) are keyed "default" in their results files
+        tail = ("-liger" if self.liger else "") + f"-{self.load or 'planned'}"
         return f"trl-g1-{self.strategy}-{self.method}{t}-s{self.seq_len}-{levers}-{self.docs}{tail}"
 
 
@@ -87,7 +92,7 @@ def _auto(method, targets, seq, docs) -> TrlCell:
 # Fit rows (bench/holdout.py TRL_CLI_FIT_KEYS) for the packed-row attention path (TRL's padding-free collator flattens
 # a micro-batch into one row): micro-batch 1 against 4 under SDPA and flex with documents filling each bin; Liger's
 # kernels with TRL's own loss on and off. Then the validation rows, never fitted: the plan's own picks for LoRA, full
-# and QLoRA at TRL's default dtype, and pinned rows over targets, checkpointing, micro-batch, kernels and documents.
+# and QLoRA (with the dtype it chose), and pinned rows over targets, checkpointing, micro-batch, kernels and documents.
 FIT: tuple[TrlCell, ...] = (
     _t("lora", "qv", 4096, 1, True, "sdpa", "fill"),
     _t("lora", "qv", 4096, 4, True, "sdpa", "fill"),
@@ -194,8 +199,15 @@ def calibration_fields(cell: TrlCell, plan: dict) -> dict:
         doc_tokens=cell.seq_len if cell.docs == "fill" else SHORT_DOC_TOKENS,
         lora_targets=list(QV if cell.targets == "qv" else ALL_LINEAR) if lora else [],
         lora_dropout=script_facts("trainer").lora_dropout if lora else 0.0,
-        load_dtype=cell.load or script_facts("trainer").load_dtype,
+        load_dtype=_printed_dtype(launch),
     )
+
+
+def _printed_dtype(launch: str) -> str:
+    """The load dtype the printed line asks TRL for (`--dtype`; TRL's own default float32 where it names none)."""
+    words = shlex.split(launch)
+    dtype = words[words.index("--dtype") + 1] if "--dtype" in words[:-1] else "float32"
+    return {"float32": "fp32", "bfloat16": "bf16"}[dtype]
 
 
 SAVE_GRACE_S = 20.0

@@ -108,9 +108,11 @@ def test_printed_trl_line_trains_on_cpu(tmp_path):
     records = [json.loads(line) for line in log.read_text().splitlines()]
     start, steps = records[0], [r for r in records if "step" in r and "event" not in r]
     assert start["grad_accum"] == 2 and start["micro_batch"] == 2 and start["padding_free"] is True
-    # the plan kept TRL's own default load dtype (float32) and printed it; the frozen base arrived in it
-    assert flag_values(shlex.split(plan["launch_command"]))["--dtype"] == "float32"
-    assert start["trainable_param_dtypes"] == ["float32"] and start["frozen_param_dtypes"] == ["float32"]
+    # the plan loads LoRA's frozen base in bf16 (TRL's default is float32) and says so; the base arrived in it and
+    # peft kept the adapters it trains in fp32, as the plan's reason line states
+    assert flag_values(shlex.split(plan["launch_command"]))["--dtype"] == "bfloat16"
+    assert any(r.startswith("load dtype bf16 (--dtype bfloat16)") for r in plan["reasons"])
+    assert start["trainable_param_dtypes"] == ["float32"] and start["frozen_param_dtypes"] == ["bfloat16"]
     assert [r["step"] for r in steps] == [1, 2, 3]
     # TRL's own token count: packed bins of at most 64 tokens, 2 x 2 per step
     assert all(r["num_tokens"] > 0 for r in steps) and steps[-1]["num_tokens"] <= 3 * 4 * 64
@@ -193,3 +195,30 @@ def test_the_train_py_comparison_says_what_the_numbers_say(flags):
         assert "slower here" in line
     else:
         assert "within 2% here" in line or "the same here" in line
+
+
+@pytest.mark.parametrize("method", ["full", "lora", "qlora"])
+def test_trl_loads_a_frozen_base_in_bf16_and_says_what_float32_would_do(method):
+    """--script trainer has TRL's --dtype: the planner loads LoRA's and QLoRA's frozen base in bf16 as train.py does
+    (less memory, no per-forward casts of fp32 weights) with one line against TRL's own float32 default, keeps the
+    full fine-tune's fp32 masters, and takes --load-dtype fp32 as the opt-out (no line then)."""
+    base = ("--machine", "h200-sxm-2", "--num-gpus", "1", "--script", "trainer", "--method", method)
+    plan = plan_json(*base)
+    dtype = flag_values(words_after_config(plan["launch_command"]))["--dtype"]
+    said = [r for r in plan["reasons"] if r.startswith("load dtype")]
+    if method == "full":
+        assert dtype == "float32" and not said
+        return
+    assert dtype == "bfloat16" and len(said) == 1 and "float32" in said[0]
+    kept = plan_json(*base, "--load-dtype", "fp32")
+    assert flag_values(words_after_config(kept["launch_command"]))["--dtype"] == "float32"
+    assert not [r for r in kept["reasons"] if r.startswith("load dtype")]
+    # the line compares the same levers in float32: more memory, no faster; where the opt-out plan settles on those
+    # same levers, its numbers are the line's
+    less = re.search(r"predicted ([+-]\d+)% tokens/s and (-?[\d.]+) GB less reserved", said[0])
+    over = re.search(r"in float32 would need ([\d.]+) GB per GPU, over the card", said[0])
+    assert (less and int(less.group(1)) >= 0 and float(less.group(2)) > 0) or (
+        over and float(over.group(1)) > plan["chosen"]["reserved_gb"]
+    ), said[0]
+    if kept["micro_batch"] == plan["micro_batch"] and kept["grad_checkpointing"] == plan["grad_checkpointing"]:
+        assert f"{kept['chosen']['reserved_gb']:.1f} GB)" in said[0]

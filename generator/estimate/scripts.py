@@ -45,6 +45,10 @@ class ScriptFacts:
     """dtype the weights load in when the user does not say: train.py fp32; TRL loads a model named by a string in
     float32 (trl/trainer/utils.py 1332-1342); from_pretrained's "auto" gives the checkpoint's bf16 for a plain loop
     (modeling_utils.py 4185-4187)."""
+    load_dtype_lever: bool
+    """The planner sets the load dtype through the script's own flag (train.py --load-dtype, TRL's CLI --dtype) and,
+    for LoRA and QLoRA, loads the frozen base in bf16 as train.py does (DEFAULT_LOAD_DTYPE); a plain loop loads what
+    its code loads, declared with --load-dtype."""
     fused_lm_head: bool
     """The loss never builds the [tokens, vocab] logits: TRL's chunked fused LM head (sft_trainer.py 1142-1147,
     trl/trainer/utils.py 1548-1700) computes log-probs tile by tile. Otherwise transformers' ForCausalLMLoss keeps
@@ -90,6 +94,7 @@ FACTS: dict[str, ScriptFacts] = {
         weight_decay=False,
         grad_as_bucket_view=True,
         load_dtype="fp32",
+        load_dtype_lever=True,
         fused_lm_head=False,
         attentions=("sdpa", "flex"),
         liger="full",
@@ -107,6 +112,7 @@ FACTS: dict[str, ScriptFacts] = {
         weight_decay=False,
         grad_as_bucket_view=False,
         load_dtype="fp32",
+        load_dtype_lever=True,
         fused_lm_head=True,
         attentions=("sdpa", "flex"),
         liger="kernels",
@@ -124,6 +130,7 @@ FACTS: dict[str, ScriptFacts] = {
         weight_decay=True,
         grad_as_bucket_view=False,
         load_dtype="bf16",
+        load_dtype_lever=False,
         fused_lm_head=False,
         attentions=("sdpa",),
         liger="none",
@@ -149,6 +156,12 @@ def default_load_dtype(script: str, method: str) -> str:
     method (fp32 masters for full, a bf16 frozen base under fp32 adapters: training/args.py), the others load what
     their library loads whatever the method (ScriptFacts.load_dtype)."""
     return DEFAULT_LOAD_DTYPE[method] if script == "train.py" else script_facts(script).load_dtype
+
+
+def planned_load_dtype(script: str, method: str) -> str:
+    """What the planner loads the weights in under --load-dtype auto: where the script has the flag, train.py's rule
+    (fp32 masters for a full fine-tune, a bf16 frozen base for LoRA and QLoRA); elsewhere the script's own default."""
+    return DEFAULT_LOAD_DTYPE[method] if script_facts(script).load_dtype_lever else default_load_dtype(script, method)
 
 
 def liger_kernels(workload) -> bool:

@@ -24,7 +24,7 @@ from generator.catalog.liger import liger_plannable
 from generator.errors import UserError
 from generator.estimate.compute_source import SPEED_NOTE_PREFIX
 from generator.estimate.hardware import unknown_gpu_warning
-from generator.estimate.scripts import default_load_dtype, script_facts
+from generator.estimate.scripts import planned_load_dtype, script_facts
 from generator.estimate.types import STRATEGIES, Placement, Workload
 from generator.model.types import ModelSpec
 from generator.plan import advice, parallel, reasons
@@ -45,7 +45,7 @@ from generator.plan.precision import (
 )
 from generator.plan.request_check import check_request
 from generator.plan.rows import Option, Row
-from generator.plan.script_levers import versus_train_py
+from generator.plan.script_levers import load_dtype_reason, versus_train_py
 from generator.plan.types import Plan, PlanRequest
 from generator.plan.usable import usable_memory_text
 from generator.topology.types import Topology
@@ -111,6 +111,9 @@ def make_plan(
         [split_note] * bool(split_note)
     )
     if request.script != "train.py" and not forced:  # in the header too: a TRL user reads the YAML
+        why += load_dtype_reason(
+            request, chosen, lambda w, p, s: engines.estimate_all(model, w, p, s, headroom=request.headroom)
+        )
         why += versus_train_py(request, chosen, lambda r: make_plan(topology, model, r, bandwidth, engines))
     plan = build_plan(topology, model, request, chosen, forced, why, warnings)
     return replace(plan, levers=tuple(fp8_lever(model, request, chosen, engines)))
@@ -220,9 +223,10 @@ def _all_free(topology, request, engines, bandwidth, inter) -> Placement | None:
 
 
 def load_dtype(request: PlanRequest) -> str:
-    """--load-dtype, with auto resolved as the script resolves it (train.py: per method)."""
+    """--load-dtype, with auto resolved by the planner where the script has the flag (estimate.scripts.
+    planned_load_dtype: train.py's per-method rule), else as the script resolves it."""
     auto = request.load_dtype == "auto"
-    return default_load_dtype(request.script, request.method) if auto else request.load_dtype
+    return planned_load_dtype(request.script, request.method) if auto else request.load_dtype
 
 
 def evaluate(topology, model, request, choices, inter, engines: Engines) -> tuple[list[Option], list[str]]:

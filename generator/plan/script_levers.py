@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from generator.errors import UserError
-from generator.estimate.scripts import script_facts
+from generator.estimate.scripts import default_load_dtype, script_facts
 from generator.plan.policy import TIE_TOLERANCE
 from generator.plan.rows import Row
 from generator.plan.types import Plan, PlanRequest
@@ -84,3 +84,35 @@ def versus_train_py(request: PlanRequest, chosen: Row, plan_with: Callable[[Plan
         f"checkpointing {'on' if other.workload.grad_checkpointing else 'off'} (plan with --script train.py and "
         "launch train.py to take it)"
     ]
+
+
+DTYPE_FLAG = {"trainer": "--dtype", "train.py": "--load-dtype"}
+DTYPE_WORDS = {"fp32": "float32", "bf16": "bfloat16"}
+
+
+def load_dtype_reason(request: PlanRequest, chosen: Row, estimate_all: Callable) -> list[str]:
+    """Where the planner loaded the weights in another dtype than the script's own default (TRL's float32 for a LoRA
+    or QLoRA base): one line with the numerics and the same plan's prediction at the default, so the choice is never
+    silent. `estimate_all` is the engines' (model and headroom bound)."""
+    w = chosen.option.workload
+    default = default_load_dtype(request.script, request.method)
+    if request.load_dtype != "auto" or w.load_dtype == default or request.script == "train.py":
+        return []
+    twin = estimate_all(replace(w, load_dtype=default), chosen.option.placement, (chosen.estimate.strategy,))
+    flag = DTYPE_FLAG.get(request.script, "--load-dtype")
+    head = (
+        f"load dtype {w.load_dtype} ({flag} {DTYPE_WORDS[w.load_dtype]}), not {SCRIPT_NAMES[request.script]}'s "
+        f"default {DTYPE_WORDS[default]}: the frozen base and the residual stream in bf16 while the adapters stay "
+        "fp32 (peft upcasts them; TRL keeps them bf16 under ZeRO-3), as train.py's LoRA does"
+    )
+    if not twin:
+        return [f"{head}; --load-dtype {default} keeps the default"]
+    e, other = chosen.estimate, twin[0]
+    if other.fits:
+        gain = e.tokens_per_s_per_gpu / other.tokens_per_s_per_gpu - 1 if other.tokens_per_s_per_gpu else 0.0
+        versus = (f"predicted {gain:+.0%} tokens/s and {other.reserved_gb - e.reserved_gb:.1f} GB less reserved per "
+                  f"GPU than the same plan in {DTYPE_WORDS[default]} ({other.tokens_per_s_per_gpu:,.0f} tokens/s/GPU, "
+                  f"{other.reserved_gb:.1f} GB)")  # fmt: skip
+    else:
+        versus = f"the same plan in {DTYPE_WORDS[default]} would need {other.reserved_gb:.1f} GB per GPU, over the card"
+    return [f"{head}; {versus} (--load-dtype {default} keeps the default)"]
