@@ -139,18 +139,34 @@ def _tiny_dir(tmp_path: Path, model_type: str, **extra) -> Path:
     return d
 
 
-def _train(model: Path, out: Path, *flags: str) -> dict:
-    """train.py for two CPU steps with `flags`; its start record."""
+def _start(model: Path, out: Path, *flags: str) -> tuple[subprocess.Popen, Path]:
+    """train.py for two CPU steps with `flags`, in the background (independent runs start together: each spends most
+    of its time importing, on one core of CI's two)."""
     data = ROOT / "recipes" / "data" / "synthetic_instruct.jsonl"
-    done = subprocess.run(
+    proc = subprocess.Popen(
         [sys.executable, "train.py", "--model", str(model), "--init", "random", "--seq-len", "64", "--micro-batch",
          "2", "--global-batch", "2", "--max-steps", "2", "--no-export", "--dataset", str(data), "--output-dir",
          str(out), *flags],
-        cwd=ROOT, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL,
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL,
     )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-3000:]
+    return proc, out
+
+
+def _start_record(run: tuple[subprocess.Popen, Path]) -> dict:
+    """The run's start record, once it has finished cleanly."""
+    proc, out = run
+    try:
+        _, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err[-3000:]
     records = [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines()]
     return next(r for r in records if r.get("event") == "start")
+
+
+def _train(model: Path, out: Path, *flags: str) -> dict:
+    return _start_record(_start(model, out, *flags))
 
 
 def test_train_py_adapts_every_linear_layer_of_a_fused_projection_architecture(tmp_path, capsys):
@@ -178,12 +194,14 @@ def test_train_py_lora_on_an_moe_adapts_its_linear_layers_and_runs_with_peft_ada
     Linear layers, as on Mixtral and in the estimate; named explicitly, peft adapts the experts (torch's parametrize
     then holds their weights), which the experts' bf16 cast (training/moe.py) once stopped on."""
     d = _tiny_dir(tmp_path, "olmoe", num_experts=4, num_experts_per_tok=2)
-    linear = _train(d, tmp_path / "default", "--method", "lora")
+    named = ("--lora-targets", "q_proj,v_proj,down_proj")
+    runs = (_start(d, tmp_path / "default", "--method", "lora"), _start(d, tmp_path / "experts", "--method", "lora",
+                                                                       *named))  # fmt: skip
+    linear, experts = map(_start_record, runs)
     r, h, heads, kv = 16, TINY["hidden_size"], TINY["num_attention_heads"], TINY["num_key_value_heads"]
     head_dim = h // heads
     per_layer = r * (h + heads * head_dim) + 2 * r * (h + kv * head_dim) + r * (heads * head_dim + h)  # q, k, v, o
     assert linear["trainable_params"] == TINY["num_hidden_layers"] * per_layer
-    experts = _train(d, tmp_path / "experts", "--method", "lora", "--lora-targets", "q_proj,v_proj,down_proj")
     q_and_v = TINY["num_hidden_layers"] * (r * (h + heads * head_dim) + r * (h + kv * head_dim))
     assert experts["trainable_params"] > q_and_v  # the experts' down_proj adapters on top of q and v
 
