@@ -20,7 +20,8 @@ def register(subparsers, verb: str, help_text: str) -> argparse.ArgumentParser:
     p.add_argument(
         "--compute",
         action="store_true",
-        help="Measure this GPU's operator rates (about 80 s on an H200; --quick ~30 s) instead of links.",
+        help="Measure this GPU's operator rates instead of links (a few minutes on an H200, each section "
+        "time-boxed; --quick about 30 s).",
     )
     p.add_argument("--model", help="With --compute: also measure this model's exact shapes (preset, hub id, dir).")
     p.add_argument("--gpus", help="Comma list of GPU ids (PCI order) to probe; default all (CPU: 0,1).")
