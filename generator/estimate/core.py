@@ -178,6 +178,8 @@ def estimate(
         mfu=timing.mfu,
         cpu_gb=cpu_bytes_per_machine(model, workload, placement, strategy) / 1e9,
         notes=tuple(_notes(model, workload, placement, strategy, phase)),
+        gpu_work_s=timing.parts.gpu_s if timing.parts else 0.0,
+        host_s=timing.parts.host_s if timing.parts else 0.0,
     )
 
 

@@ -120,3 +120,12 @@ class Estimate:
     cpu_gb: float = 0.0
     """Host memory per machine for offloaded states."""
     notes: tuple[str, ...] = field(default_factory=tuple)
+    gpu_work_s: float = 0.0
+    """The GPU's operator time per step (estimate.compute_time's gpu_s), without the memory-bound passes."""
+    host_s: float = 0.0
+    """CPU time per step to issue the kernels (the table's host rows; 0 where none): the step is host-bound when it
+    passes gpu_work_s, and then follows the machine's CPU, not its GPU."""
+
+    @property
+    def host_bound(self) -> bool:
+        return self.host_s > self.gpu_work_s > 0

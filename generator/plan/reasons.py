@@ -238,3 +238,18 @@ def format_ids(ids) -> str:
             parts.append(str(start) if start == prev else f"{start}-{prev}" if prev > start + 1 else f"{start},{prev}")
         start = prev = i
     return ",".join(parts)
+
+
+HOST_SPREAD = "the same cell ran up to 36% apart on two leases of one H200 kind (bench/REPORT.md)"
+"""How far a host-bound step moved between machines of one kind, measured: why such a prediction is the least sure."""
+
+
+def host_bound_reason(e: Estimate) -> list[str]:
+    """One line where the chosen step is host-bound: the CPU issuing the kernels, not the GPU, sets its speed."""
+    if not e.host_bound:
+        return []
+    return [
+        f"host-bound: issuing the kernels takes the CPU {e.host_s:.2f} s a step against {e.gpu_work_s:.2f} s of GPU "
+        f"work, so this machine's CPU sets the step ({HOST_SPREAD}); longer sequences or a larger micro-batch give "
+        "the GPU more per kernel, and `probe --compute` on the training machine measures its own host"
+    ]

@@ -80,5 +80,7 @@ def estimate_to_dict(e: Estimate) -> dict:
         "tokens_per_s_per_gpu": _r(e.tokens_per_s_per_gpu, 1),
         "mfu": _r(e.mfu, 4),
         "cpu_gb": _r(e.cpu_gb, 2),
+        "host_s": _r(e.host_s, 4),
+        "host_bound": e.host_bound,
         "notes": list(e.notes),
     }
