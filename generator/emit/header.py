@@ -51,7 +51,8 @@ def header_lines(
         f"GPU ids {per}(PCI bus order, as nvidia-smi numbers them): {ids} -> {plan.num_processes} process(es) over "
         f"{plan.num_machines} machine(s). The command sets CUDA_DEVICE_ORDER=PCI_BUS_ID so CUDA uses the same ids.",
         f"Workload: {plan.model.name}, method {w.method}, sequence length {w.seq_len}, micro-batch {w.micro_batch} x "
-        f"accumulation {w.grad_accum} x {data_parallel_text(plan)} = global batch {plan.global_batch} sequences.",
+        f"accumulation {w.grad_accum} x {data_parallel_text(plan)} = global batch {plan.global_batch} sequences; "
+        f"weights loaded in {w.load_dtype}.",
         script_line(w.script),
         "Activation checkpointing: " + _checkpointing(plan),
         f"Expected peak memory per GPU (predicted): {e.peak_gb:.1f} GB allocated, {e.reserved_gb:.1f} GB reserved, "

@@ -89,7 +89,8 @@ class ScriptFacts:
 FACTS: dict[str, ScriptFacts] = {
     "train.py": ScriptFacts(
         name="train.py",
-        summary="train.py: fused AdamW, DDP gradient_as_bucket_view on, fp32 load by default",
+        summary="train.py: fused AdamW, DDP gradient_as_bucket_view on, fp32 load for a full fine-tune and bf16 for a "
+        "LoRA or QLoRA base by default",
         adamw="fused",
         weight_decay=False,
         grad_as_bucket_view=True,
@@ -107,7 +108,7 @@ FACTS: dict[str, ScriptFacts] = {
     "trainer": ScriptFacts(
         name="trainer",
         summary="transformers Trainer / TRL SFTTrainer: fused AdamW (adamw_torch_fused), DDP bucket view off, "
-        "fp32 load (TRL), TRL's chunked LM-head loss",
+        "float32 load unless --dtype says otherwise (TRL), TRL's chunked LM-head loss",
         adamw="fused",
         weight_decay=False,
         grad_as_bucket_view=False,
