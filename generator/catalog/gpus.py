@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 FP8_ARCHITECTURES = ("Hopper", "Ada", "Blackwell")
 """Architectures whose tensor cores run fp8 (Transformer Engine / torchao fp8 matmuls)."""
@@ -194,9 +195,11 @@ _FRAGMENTS: tuple[tuple[re.Pattern[str], int, GpuPart], ...] = tuple(
 )
 
 
+@lru_cache(maxsize=256)
 def find_gpu(name: str | None) -> GpuPart | None:
     """The catalog part for a GPU name as NVML / nvidia-smi / torch report it ("NVIDIA H100 80GB HBM3",
-    "NVIDIA A100-SXM4-80GB", "Tesla T4"); the longest matching fragment wins; None when no part matches."""
+    "NVIDIA A100-SXM4-80GB", "Tesla T4"); the longest matching fragment wins; None when no part matches. Cached: a
+    plan asks for the same name with every estimate."""
     if not name:
         return None
     text = _normalise(name)

@@ -18,6 +18,7 @@ of one module, not nn.Linear, so torchao never converts them).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from generator.estimate.states import adapted_targets
 from generator.estimate.types import Workload
@@ -143,14 +144,21 @@ def is_decoder_base(name: str) -> bool:
 def gemms(model: ModelSpec, workload: Workload, keep=None) -> list[Gemm]:
     """Every dense GEMM of one micro-step (tokens = micro-batch x sequence), forward and backward; `keep(name)`
     selects the Linears."""
+    return [g for name, g in _named_gemms(model, workload) if keep is None or keep(name)]
+
+
+@lru_cache(maxsize=1024)
+def _named_gemms(model: ModelSpec, workload: Workload) -> tuple[tuple[str, Gemm], ...]:
+    """(Linear name, GEMM) pairs; cached: a plan prices the same model and workload under every strategy, and the
+    MFU and the operator time each list them again (pure, of frozen inputs)."""
     tokens = workload.seq_len * workload.micro_batch
     fp8 = workload.precision == "fp8"
-    out: list[Gemm] = []
-    for lin in (x for x in linears(model, workload) if keep is None or keep(x.name)):
+    out: list[tuple[str, Gemm]] = []
+    for lin in linears(model, workload):
         dtype = "fp8" if fp8 and lin.fp8 else "bf16"
         for m, k, n, op in linear_shapes(tokens, lin.k_in, lin.n_out, lin.trained):
-            out.append(Gemm(m, k, n, op, dtype, lin.count, "forward" if op == "fwd" else "backward"))
-    return out
+            out.append((lin.name, Gemm(m, k, n, op, dtype, lin.count, "forward" if op == "fwd" else "backward")))
+    return tuple(out)
 
 
 def gemm_flops(model: ModelSpec, workload: Workload) -> tuple[float, float]:

@@ -63,6 +63,20 @@ def host_path_busbw_gbps(topo: Topology) -> float:
     return pcie_path_gbps("SYS", topo.pcie_gen, p2p=False)
 
 
+_RECENT: list = []
+"""(topology, its BandwidthModel) pairs, newest first: a plan asks for the wire of many subsets of one machine."""
+
+
+def model_for(topo: Topology) -> BandwidthModel:
+    """This topology object's BandwidthModel, built once (a Topology is frozen, so its tables never go stale)."""
+    for seen, model in _RECENT:
+        if seen is topo:
+            return model
+    model = BandwidthModel(topo)
+    _RECENT[:] = [(topo, model), *_RECENT[:7]]
+    return model
+
+
 class BandwidthModel:
     """Per-topology tables so that thousands of subsets can be scored quickly (best_subset enumerates them)."""
 
@@ -189,7 +203,7 @@ def subset_busbw_gbps(topo: Topology, gpu_ids: Sequence[int], p2p_disabled: bool
     NVLink components the ring crosses PCIe / host bridges / sockets. One GPU moves nothing: math.inf. With
     `p2p_disabled` (NCCL_P2P_DISABLE=1) everything goes through host memory.
     """
-    model = BandwidthModel(topo)
+    model = model_for(topo)
     members = model.positions(gpu_ids)
     if p2p_disabled and len(members) >= 2:
         return host_path_busbw_gbps(topo)

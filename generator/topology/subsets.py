@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from itertools import combinations
 
 from generator.errors import UserError
-from generator.topology.bandwidth import BandwidthModel
+from generator.topology.bandwidth import model_for
 from generator.topology.islands import is_switched, islands
 from generator.topology.types import Topology
 
@@ -34,7 +34,7 @@ def _fmt(ids: Iterable[int]) -> str:
 class _Scorer:
     def __init__(self, topo: Topology):
         self.topo = topo
-        self.model = BandwidthModel(topo)
+        self.model = model_for(topo)
         self.numa = [g.numa for g in topo.gpus]
         self.island = {}
         for x, island in enumerate(islands(topo)):
