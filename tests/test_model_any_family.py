@@ -7,6 +7,7 @@ every architecture transformers cannot build, or that has no attention, refused 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -148,6 +149,7 @@ def _start(model: Path, out: Path, *flags: str) -> tuple[subprocess.Popen, Path]
          "2", "--global-batch", "2", "--max-steps", "2", "--no-export", "--dataset", str(data), "--output-dir",
          str(out), *flags],
         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL,
+        env=dict(os.environ, HF_DATASETS_CACHE=str(out.with_name(out.name + "-datasets"))),  # an Arrow cache each
     )  # fmt: skip
     return proc, out
 

@@ -5,6 +5,8 @@ filled in as a user would, bf16 swapped for CPU), through the bench's step-log h
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import re
@@ -21,12 +23,16 @@ TRAIN_PY_ONLY = ("--precision", "--liger", "--compile-layers", "--lora-targets",
 
 
 def plan_json(*flags: str) -> dict:
-    cmd = [sys.executable, "-m", "generator", "plan", "--model", "mistral-7b", *flags, "--json"]
-    res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=60)
-    if res.returncode == 2 and "does not fit" in res.stderr:
-        pytest.skip(res.stderr.split(":")[1])  # e.g. a full fine-tune on 24 GB cards: refused for every script
-    assert res.returncode == 0, res.stderr
-    return json.loads(res.stdout)
+    """`plan ... --json` in this process (the CLI's own entry point; tests/test_cli*.py run it as a subprocess)."""
+    from generator.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(["plan", "--model", "mistral-7b", *flags, "--json"])
+    if code == 2 and "does not fit" in err.getvalue():
+        pytest.skip(err.getvalue().split(":")[1])  # e.g. a full fine-tune on 24 GB cards: refused for every script
+    assert code == 0, err.getvalue()
+    return json.loads(out.getvalue())
 
 
 def flag_values(words: list[str]) -> dict[str, str]:

@@ -114,6 +114,7 @@ def start(models: Path, out: Path, *extra: str, model: str = "tiny", **env: str)
            "--seq-len", "64", "--micro-batch", "2", "--global-batch", "4", "--max-steps", "4", "--warmup-steps", "1",
            "--output-dir", str(out), "--no-export", *extra]  # fmt: skip
     e = dict(os.environ, HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false", OMP_NUM_THREADS="1", **env)
+    e["HF_DATASETS_CACHE"] = str(out.with_name(out.name + "-datasets"))  # runs side by side: an Arrow cache each
     return subprocess.Popen(cmd, cwd=ROOT, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
