@@ -227,14 +227,14 @@ def supplemented(doc: dict, path: Path) -> dict:
     extra = json.loads(path.read_text())
     if "H200" not in str(extra.get("device")):
         raise SystemExit(f"{path}: measured on {extra.get('device')!r}, not an H200")
+    if not any(extra.get(k) for k in ("rows", "layers")):
+        raise SystemExit(f"{path}: no attention `rows` or `layers` to add")
     out = dict(doc)
     for section, shape in SUPPLEMENT_SHAPES.items():
         rows = extra.get("rows" if section == "attention" else section) or []
         held = {tuple(r.get(k) for k in shape) for r in doc.get(section, [])}
         new = [{**r, "source": path.name} for r in rows if tuple(r.get(k) for k in shape) not in held]
         out[section] = [*doc.get(section, []), *new]
-    if not any(extra.get(k) for k in ("rows", "layers")):
-        raise SystemExit(f"{path}: no attention `rows` or `layers` to add")
     out["supplements"] = sorted({*doc.get("supplements", []), path.name})
     return out
 

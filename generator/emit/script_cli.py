@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from generator.catalog import strategies as catalog
 from generator.estimate.attention import ATTN_IMPLEMENTATION
-from generator.estimate.scripts import lora_modules, script_facts
+from generator.estimate.scripts import TRL_DTYPE, lora_modules, script_facts
 from generator.model.presets import PRESET_HUB_IDS
 from generator.plan.types import Plan
 
@@ -20,7 +20,6 @@ TRL_DATA_ARGS = ("--dataset_name", "recipes/data/trl-chat", "--max_steps", "100"
 in --dataset_name; recipes/data/trl-chat is the shipped synthetic chat set in the directory form datasets loads)."""
 CUSTOM_SCRIPT = "your_training_loop.py"
 """Placeholder the custom line names when no --script-path is given."""
-TRL_DTYPE = {"fp32": "float32", "bf16": "bfloat16"}
 
 
 def fsdp_checkpoints(plan: Plan) -> bool:
@@ -80,7 +79,7 @@ def loop_settings(plan: Plan) -> list[str]:
     if plan.workload.script != "custom":
         return []
     w = plan.workload
-    dtype = "torch.float32" if w.load_dtype == "fp32" else "torch.bfloat16"
+    dtype = f"torch.{TRL_DTYPE[w.load_dtype]}"
     attn = ATTN_IMPLEMENTATION[w.attention]
     if not w.grad_checkpointing:
         ckpt = "activation checkpointing off"

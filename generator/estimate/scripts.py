@@ -159,6 +159,10 @@ def default_load_dtype(script: str, method: str) -> str:
     return DEFAULT_LOAD_DTYPE[method] if script == "train.py" else script_facts(script).load_dtype
 
 
+TRL_DTYPE: dict[str, str] = {"fp32": "float32", "bf16": "bfloat16"}
+"""Each load dtype as TRL's CLI (`--dtype`) and torch name it."""
+
+
 def planned_load_dtype(script: str, method: str) -> str:
     """What the planner loads the weights in under --load-dtype auto: where the script has the flag, train.py's rule
     (fp32 masters for a full fine-tune, a bf16 frozen base for LoRA and QLoRA); elsewhere the script's own default."""

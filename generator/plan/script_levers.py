@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from generator.errors import UserError
-from generator.estimate.scripts import default_load_dtype, script_facts
+from generator.estimate.scripts import TRL_DTYPE, default_load_dtype, script_facts
 from generator.plan.policy import TIE_TOLERANCE
 from generator.plan.rows import Row
 from generator.plan.types import Plan, PlanRequest
@@ -86,8 +86,8 @@ def versus_train_py(request: PlanRequest, chosen: Row, plan_with: Callable[[Plan
     ]
 
 
-DTYPE_FLAG = {"trainer": "--dtype", "train.py": "--load-dtype"}
-DTYPE_WORDS = {"fp32": "float32", "bf16": "bfloat16"}
+DTYPE_FLAG = {"trainer": "--dtype"}
+"""The script's own flag for the load dtype, where it is not ours (--load-dtype)."""
 
 
 def load_dtype_reason(request: PlanRequest, chosen: Row, estimate_all: Callable) -> list[str]:
@@ -96,13 +96,13 @@ def load_dtype_reason(request: PlanRequest, chosen: Row, estimate_all: Callable)
     silent. `estimate_all` is the engines' (model and headroom bound)."""
     w = chosen.option.workload
     default = default_load_dtype(request.script, request.method)
-    if request.load_dtype != "auto" or w.load_dtype == default or request.script == "train.py":
+    if request.load_dtype != "auto" or w.load_dtype == default:  # train.py's and a loop's auto is their default
         return []
     twin = estimate_all(replace(w, load_dtype=default), chosen.option.placement, (chosen.estimate.strategy,))
     flag = DTYPE_FLAG.get(request.script, "--load-dtype")
     head = (
-        f"load dtype {w.load_dtype} ({flag} {DTYPE_WORDS[w.load_dtype]}), not {SCRIPT_NAMES[request.script]}'s "
-        f"default {DTYPE_WORDS[default]}: the frozen base and the residual stream in bf16 while the adapters stay "
+        f"load dtype {w.load_dtype} ({flag} {TRL_DTYPE[w.load_dtype]}), not {SCRIPT_NAMES[request.script]}'s "
+        f"default {TRL_DTYPE[default]}: the frozen base and the residual stream in bf16 while the adapters stay "
         "fp32 (peft upcasts them; TRL keeps them bf16 under ZeRO-3), as train.py's LoRA does"
     )
     if not twin:
@@ -111,8 +111,8 @@ def load_dtype_reason(request: PlanRequest, chosen: Row, estimate_all: Callable)
     if other.fits:
         gain = e.tokens_per_s_per_gpu / other.tokens_per_s_per_gpu - 1 if other.tokens_per_s_per_gpu else 0.0
         versus = (f"predicted {gain:+.0%} tokens/s and {other.reserved_gb - e.reserved_gb:.1f} GB less reserved per "
-                  f"GPU than the same plan in {DTYPE_WORDS[default]} ({other.tokens_per_s_per_gpu:,.0f} tokens/s/GPU, "
+                  f"GPU than the same plan in {TRL_DTYPE[default]} ({other.tokens_per_s_per_gpu:,.0f} tokens/s/GPU, "
                   f"{other.reserved_gb:.1f} GB)")  # fmt: skip
     else:
-        versus = f"the same plan in {DTYPE_WORDS[default]} would need {other.reserved_gb:.1f} GB per GPU, over the card"
+        versus = f"the same plan in {TRL_DTYPE[default]} would need {other.reserved_gb:.1f} GB per GPU, over the card"
     return [f"{head}; {versus} (--load-dtype {default} keeps the default)"]
