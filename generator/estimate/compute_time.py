@@ -4,6 +4,7 @@ element, the elementwise chain (estimate.passes) at the measured HBM rate. Pure.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass, replace
 
 from generator.catalog import strategies as catalog
@@ -198,7 +199,7 @@ def _layers_s(table: ComputeTable, model: ModelSpec, workload: Workload, fwd: in
     nearest = min(points, key=lambda p: abs(p[0] - tokens))
     per_layer = nearest[1] * tokens / nearest[0]
     if len(points) > 1:
-        i = next((i for i, p in enumerate(points[1:-1], 1) if p[0] >= tokens), len(points) - 1)
+        i = min(max(bisect_left([t for t, _ in points], tokens), 1), len(points) - 1)  # the segment holding tokens
         (t0, s0), (t1, s1) = points[i - 1], points[i]
         if s1 > s0 and t1 > t0:
             per_layer = max(s0 + (s1 - s0) * (tokens - t0) / (t1 - t0), 0.0)
