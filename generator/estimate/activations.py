@@ -57,13 +57,19 @@ def residual_bytes(workload: Workload, strategy: str) -> int:
 
 
 def layer_saved_bytes_per_token(
-    model: ModelSpec, r: int, liger: bool = False, path: str = "sdpa_causal", method: str = "full"
+    model: ModelSpec,
+    r: int,
+    liger: bool = False,
+    path: str = "sdpa_causal",
+    method: str = "full",
+    compiled: bool = False,
 ) -> float:
     """Bytes one decoder layer keeps for backward, per token (see module docstring).
 
     Liger's RMSNorm keeps only its input (+ per-row rstd) and its SwiGLU only gate and up outputs (silu recomputed).
     path: attention.kernel_path's answer (which k/v the kernel keeps, whether o_proj's input is SDPA's own output).
-    method: what an MoE's experts keep depends on whether they train (moe.moe_saved_bytes_per_token)."""
+    method: what an MoE's experts keep depends on whether they train (moe.moe_saved_bytes_per_token); compiled: the
+    layer runs under torch.compile (the experts recompute their activation, moe.moe_saved_bytes_per_token)."""
     h = model.hidden_size
     q = model.num_heads * model.head_dim
     kv = q if path in ("sdpa_dense", "eager") else model.num_kv_heads * model.head_dim
@@ -73,7 +79,7 @@ def layer_saved_bytes_per_token(
     # gate and up outputs (and, without Liger, the activation between them) in the MLP's element size, the product
     # kept by down_proj in bf16 (a frozen base's down keeps none: lora_saved_delta_per_token takes it back)
     mlp_f = (2 if liger else 3) * f * mlp_element_bytes(method, r) + 2 * f
-    mlp = mlp_f if not model.num_experts else moe_saved_bytes_per_token(model, method, r)
+    mlp = mlp_f if not model.num_experts else moe_saved_bytes_per_token(model, method, r, compiled)
     return float(norms + attention + mlp)
 
 
@@ -165,13 +171,21 @@ def fused_head_bytes(model: ModelSpec, workload: Workload) -> tuple[float, float
 
 
 def _layer_bytes(model: ModelSpec, workload: Workload, r: float, liger: bool) -> float:
-    """Bytes one decoder layer saves per token on the model's attention path, LoRA's extra tensors included."""
+    """Bytes one decoder layer saves per token on the model's attention path, LoRA's extra tensors included.
+
+    A compiled layer (fp8, --compile-layers) keeps what Liger's RMSNorm and SwiGLU keep, with or without --liger:
+    inductor's partitioner saves a norm's input and recomputes its fp32 upcast and normalised tensor, and saves
+    gate and up and recomputes the activation between them (moe.py: an expert's the same). CUDA memory history at
+    the peak of one step (bench/scripts/memhist.py, bench/results/memhist-h200-2026-12-03.json): Mixtral-8x7B cut
+    to 8 layers, LoRA in float8 without Liger, 184,448 bytes per token and layer alive (the eager shapes: 258,264;
+    these: 184,536); Llama-3-8B LoRA in float8 with Liger (its loss only under compile), 147,584 (these: 147,680)."""
     path = kernel_path(model, workload)
-    per_token = layer_saved_bytes_per_token(model, r, liger, path, workload.method)
+    compiled = workload.layers_compiled
+    shapes = liger or compiled
+    per_token = layer_saved_bytes_per_token(model, r, shapes, path, workload.method, compiled)
     if workload.method in ("lora", "qlora"):
         per_token += lora_saved_delta_per_token(
-            model, r, workload.lora_r, liger, path, workload.layers_compiled, workload.lora_targets,
-            workload.lora_dropout,
+            model, r, workload.lora_r, shapes, path, compiled, workload.lora_targets, workload.lora_dropout,
         )  # fmt: skip
     return per_token
 

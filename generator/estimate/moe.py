@@ -50,11 +50,17 @@ def mlp_element_bytes(method: str, residual: int = 4) -> int:
     return 4 if method == "qlora" and residual == 4 else 2
 
 
-def moe_saved_bytes_per_token(model: ModelSpec, method: str, residual: int = 4) -> float:
-    """Bytes one MoE layer's experts, router and dispatch keep for backward, per token (module docstring)."""
+def moe_saved_bytes_per_token(model: ModelSpec, method: str, residual: int = 4, compiled: bool = False) -> float:
+    """Bytes one MoE layer's experts, router and dispatch keep for backward, per token (module docstring).
+
+    compiled: under torch.compile the activation output is not kept; AOTAutograd's min-cut partitioner recomputes it
+    from the gate/up output in backward. Memory history of Mixtral-8x7B LoRA in float8 on the GPU: gate/up [K, 2F]
+    and down [K, h] per routed copy in bf16 alive at the peak, nothing else F-wide (activations._layer_bytes); trained
+    experts keep one F-wide tensor fewer too (counted on CPU with the same partitioner,
+    tests/test_estimate_compiled_saved.py)."""
     h, f, k = model.hidden_size, model.intermediate_size, model.experts_per_token
     e = mlp_element_bytes(method, residual)
-    kept = 2 * f + f + h  # gate/up output, activation output, down output
+    kept = 2 * f + (0 if compiled else f) + h  # gate/up output, activation output, down output
     if method == "full":
         kept += h + f  # the grouped GEMMs' inputs, for the experts' weight gradients
     if method == "qlora":
