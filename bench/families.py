@@ -92,6 +92,11 @@ HOST_PAIRED_B = _timed_long(
     _family("qwen2.5-7b", "lora", 2048, 1, False, False),
 )
 
+# Qwen2.5-7B LoRA read 283 ms a step at 2,048 x 1 (HOST_PAIRED_B, +52%) where its 1,024 x 2 twin with Liger read 199
+# on the first machine: the same tokens and levers back to back on one machine, with that machine's probe, say whether
+# it is the machine or the model.
+QWEN_PAIR = _timed_long(_family("qwen2.5-7b", "lora", 1024, 2, False, False))
+
 FAMILY_CELLS: tuple[Cell, ...] = (
     MIXTRAL_QLORA,
     MIXTRAL_FULL_L4,
@@ -106,6 +111,7 @@ FAMILY_CELLS: tuple[Cell, ...] = (
     *SHORT_STEPS,
     *HOST_PAIRED,
     *HOST_PAIRED_B,
+    *QWEN_PAIR,
 )
 
 # (the plan's default pick, its runner-up): one lever apart, measured in the same call where the budget allows.
