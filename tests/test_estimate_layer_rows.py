@@ -20,12 +20,13 @@ MIXTRAL, MISTRAL = load_model("mixtral-8x7b"), load_model("mistral-7b")
 QLORA = Workload(method="qlora", seq_len=4096, micro_batch=1, grad_checkpointing=False, load_dtype="bf16")
 
 
-def _row(variant: str, mb: int, seq: int, fwd_ms: float, fwdbwd_ms: float) -> dict:
+def _row(variant: str, mb: int, seq: int, fwd_ms: float, fwdbwd_ms: float, ckpt_ms: float | None = None) -> dict:
     m = MIXTRAL
-    return {"model": "mixtral-8x7b", "model_type": "mixtral", "hidden": m.hidden_size,
-            "intermediate": m.intermediate_size, "heads": m.num_heads, "kv_heads": m.num_kv_heads,
-            "experts": m.num_experts, "top_k": m.experts_per_token, "variant": variant, "mb": mb, "seq": seq,
-            "depths": [1, 3], "fwd_ms_per_layer": fwd_ms, "fwdbwd_ms_per_layer": fwdbwd_ms}  # fmt: skip
+    row = {"model": "mixtral-8x7b", "model_type": "mixtral", "hidden": m.hidden_size,
+           "intermediate": m.intermediate_size, "heads": m.num_heads, "kv_heads": m.num_kv_heads,
+           "experts": m.num_experts, "top_k": m.experts_per_token, "variant": variant, "mb": mb, "seq": seq,
+           "depths": [1, 3], "fwd_ms_per_layer": fwd_ms, "fwdbwd_ms_per_layer": fwdbwd_ms}  # fmt: skip
+    return row if ckpt_ms is None else {**row, "ckpt_ms_per_layer": ckpt_ms}
 
 
 def _table(*rows: dict):
@@ -83,6 +84,17 @@ def test_qlora_rows_price_mixtral_qlora_and_hold_its_dequantisation():
     )
 
 
+def test_a_checkpointed_step_reads_the_rows_checkpointed_time_where_it_was_timed():
+    """Checkpointing reruns the forward under the checkpoint's hooks. A row timed that way prices a checkpointed step
+    from that time (here 30 ms above forward twice plus backward, a host-bound loop's hooks); a row without it, as
+    rows timed before, prices it as a second forward; a step without checkpointing ignores it."""
+    ckpt = replace(QLORA, grad_checkpointing=True)
+    plain = _table(_row("qlora", 2, 4096, 50.0, 120.0))
+    timed = _table(_row("qlora", 2, 4096, 50.0, 120.0, ckpt_ms=200.0))
+    assert _layers(timed, 4096, 2, ckpt) == pytest.approx(_layers(plain, 4096, 2, ckpt) + MIXTRAL.num_layers * 0.030)
+    assert _layers(timed, 4096, 2) == pytest.approx(_layers(plain, 4096, 2))
+
+
 def test_a_later_row_of_the_same_size_replaces_the_earlier():
     table = _table(_row("qlora", 2, 4096, 50.0, 120.0), _row("qlora", 1, 8192, 25.0, 60.0))
     key = next(iter(table.layers))
@@ -100,4 +112,5 @@ def test_the_bench_script_writes_qlora_rows_the_table_reads(tmp_path):
     doc = copy.deepcopy(json.loads(SHIPPED.read_text()))
     doc["layers"] = rows
     (rows_read,) = from_document(doc, "cpu rows").layers.values()
-    assert [(mb, seq) for mb, seq, _, _ in rows_read] == [(1, 16), (2, 16)]
+    assert [(mb, seq) for mb, seq, *_ in rows_read] == [(1, 16), (2, 16)]
+    assert all(ckpt is not None and ckpt > 0 for *_, ckpt in rows_read)  # timed under checkpointing too

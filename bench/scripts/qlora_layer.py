@@ -1,8 +1,9 @@
 """Whole-layer rows of train.py's QLoRA base (variant `qlora`), in the probe's layer-row format: a decoder layer as
 train.py builds a QLoRA random init (training/qlora.py: the Linears in NF4, an MoE's experts split into per-expert
 NF4 Linears by training/moe.py), after peft's prepare_model_for_kbit_training (fp32 norms and router, so the residual
-stream is fp32), timed forward and forward + backward under train.py's bf16 autocast, input gradients only (the base
-is frozen; LoRA's adapters are priced apart, as for the probe's `frozen` rows).
+stream is fp32), timed forward, forward + backward and forward + backward under train.py's non-reentrant
+checkpointing, under train.py's bf16 autocast, input gradients only (the base is frozen; LoRA's adapters are priced
+apart, as for the probe's `frozen` rows).
 
 Why: an MoE QLoRA layer runs its experts in a Python loop (one host synchronisation per layer and one per expert,
 bitsandbytes' dequantisation per expert and use); no operator row of `probe --compute` prices that loop, and the
@@ -30,7 +31,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from generator.probe.compute_bench import Clock, per_layer  # noqa: E402
-from generator.probe.compute_layers import hf_config_dict, layer_config, layer_dims  # noqa: E402
+from generator.probe.compute_layers import checkpointed, hf_config_dict, layer_config, layer_dims  # noqa: E402
 
 DEPTHS = (1, 3)
 
@@ -48,8 +49,9 @@ def build(cfg: dict, layers: int, device: str):
     return config, model.get_decoder().train()
 
 
-def timings(clock: Clock, body, config, tokens: tuple[int, int]) -> tuple[float, float]:
-    """(forward, forward + backward) seconds of the whole body on `tokens` = (micro-batch, sequence)."""
+def timings(clock: Clock, body, config, tokens: tuple[int, int]) -> tuple[float, float, float]:
+    """(forward, forward + backward, forward + backward checkpointed) seconds of the whole body on `tokens` =
+    (micro-batch, sequence)."""
     dev = clock.device
     # the stream entering layer 1 is the fp32 embedding's output (prepare_model_for_kbit_training)
     x = torch.randn(*tokens, config.hidden_size, device=dev, dtype=torch.float32, requires_grad=True)
@@ -63,7 +65,7 @@ def timings(clock: Clock, body, config, tokens: tuple[int, int]) -> tuple[float,
         forward().backward(grad)
         x.grad = None
 
-    return clock.time(forward), clock.time(both)
+    return clock.time(forward), clock.time(both), checkpointed(body, lambda: clock.time(both))
 
 
 def rows(model: str, token_counts: list[tuple[int, int]], device: str, budget_s: float) -> tuple[list, list]:
@@ -90,10 +92,11 @@ def rows(model: str, token_counts: list[tuple[int, int]], device: str, budget_s:
     for (mb, seq), by_depth in measured.items():
         if len(by_depth) < len(DEPTHS):
             continue
-        fwd, both = per_layer(by_depth[DEPTHS[0]], by_depth[DEPTHS[1]], DEPTHS[1] - DEPTHS[0])
+        fwd, both, ckpt = per_layer(by_depth[DEPTHS[0]], by_depth[DEPTHS[1]], DEPTHS[1] - DEPTHS[0])
         out.append({"model": model, "model_type": cfg["model_type"], **dims, "variant": "qlora", "mb": mb,
                     "seq": seq, "depths": list(DEPTHS), "fwd_ms_per_layer": round(fwd * 1e3, 4),
-                    "fwdbwd_ms_per_layer": round(both * 1e3, 4)})  # fmt: skip
+                    "fwdbwd_ms_per_layer": round(both * 1e3, 4),
+                    "ckpt_ms_per_layer": round(ckpt * 1e3, 4)})  # fmt: skip
     return out, clock.skipped
 
 

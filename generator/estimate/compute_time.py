@@ -181,10 +181,15 @@ def _attention_split(table: ComputeTable, model: ModelSpec, workload: Workload) 
 
 def _row_rest_s(table: ComputeTable, model: ModelSpec, workload: Workload, fwd: int, row: tuple) -> tuple:
     """(tokens, seconds) of one layer row without its attention, taken out at the row's shape (one causal document
-    per sequence, SDPA, as the rows were timed)."""
-    mb, seq, f, b = row
+    per sequence, SDPA, as the rows were timed). A checkpointed step reads the row's checkpointed time where it was
+    timed: the recompute under the checkpoint's hooks costs more than a second forward where the host sets the pace
+    (Mixtral QLoRA at 4,096 x 1: 23% slower than forward twice plus backward, the rows and the step on one machine,
+    bench/results/h200-x1-families-mixtralqlora-2026-12-03.json)."""
+    mb, seq, f, b, ckpt = row
     probed = replace(workload, seq_len=seq, micro_batch=mb, attention="sdpa", doc_tokens=None)
     af, ab = (x / model.num_layers for x in _attention_split(table, model, probed))
+    if workload.grad_checkpointing and ckpt is not None:
+        return mb * seq, max(ckpt - fwd * af - ab, 0.0)
     return mb * seq, fwd * max(f - af, 0.0) + max(b - ab, 0.0)
 
 

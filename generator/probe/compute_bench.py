@@ -80,10 +80,10 @@ def gemm_time(clock: Clock, fn) -> float:
     return clock.time(fn, burst=max(1, min(50, round(BURST_S / max(single, 1e-6)))))
 
 
-def per_layer(shallow: tuple[float, float], deep: tuple[float, float], span: int) -> tuple[float, float]:
-    """(forward, forward + backward) seconds per layer from two depths' timings, `span` layers apart: what the two
-    share (embedding, mask, lm_head, loss) drops out; noise below zero reads as zero."""
-    return max(deep[0] - shallow[0], 0.0) / span, max(deep[1] - shallow[1], 0.0) / span
+def per_layer(shallow: tuple[float, ...], deep: tuple[float, ...], span: int) -> tuple[float, ...]:
+    """Seconds per layer of each timing (forward, forward + backward, ...) from two depths' timings, `span` layers
+    apart: what the two share (embedding, mask, lm_head, loss) drops out; noise below zero reads as zero."""
+    return tuple(max(d - s, 0.0) / span for s, d in zip(shallow, deep, strict=True))
 
 
 def gemm_operands(g: Gemm, device: str, dtype):

@@ -7,8 +7,10 @@ weight gradient is not the forward's kernel. Priced op by op from the GEMM rows,
 26-35% slower than predicted on one H200 (bench/results/h200-x1-families-2026-12-01.json), so an MoE model's decoder
 layers are priced from these rows where the table has them (estimate.compute_time). Built as train.py builds a random
 init (`AutoModelForCausalLM.from_config`, bf16, SDPA, transformers' default experts implementation), on `mb x seq`
-tokens; variant `full` trains every weight, `frozen` none (LoRA's base: input gradients only). No activation
-checkpointing: the estimator adds the recompute's forward itself. On the CPU (tests) the widths are cut to a toy.
+tokens; variant `full` trains every weight, `frozen` none (LoRA's base: input gradients only). Each is timed once
+more with the layers under transformers' non-reentrant checkpointing (train.py's), since the recompute under the
+checkpoint's hooks costs more than a plain second forward where the host sets a layer's pace. On the CPU (tests) the
+widths are cut to a toy.
 """
 
 from __future__ import annotations
@@ -53,11 +55,20 @@ def layer_config(cfg: dict, layers: int, cpu: bool):
     return AutoConfig.for_model(cfg["model_type"], **d)
 
 
-def _per_layer_ms(clock: Clock, cfg: dict, variant: str, tokens: tuple[int, int]) -> tuple[float, float, dict]:
+def checkpointed(model, timed):
+    """`timed` again with each decoder layer under transformers' non-reentrant checkpointing, as train.py runs it."""
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    try:
+        return timed()
+    finally:
+        model.gradient_checkpointing_disable()
+
+
+def _per_layer_ms(clock: Clock, cfg: dict, variant: str, tokens: tuple[int, int]) -> tuple[float, float, float, dict]:
     from transformers import AutoModelForCausalLM
 
     cpu = clock.device != "cuda"
-    times: dict[int, tuple[float, float]] = {}
+    times: dict[int, tuple[float, float, float]] = {}
     for depth in DEPTHS:
         config = layer_config(cfg, depth, cpu)
         with torch.device(clock.device):
@@ -74,12 +85,12 @@ def _per_layer_ms(clock: Clock, cfg: dict, variant: str, tokens: tuple[int, int]
             forward().backward(grad)
             body.zero_grad(set_to_none=True)
 
-        times[depth] = (clock.time(forward), clock.time(both))
+        times[depth] = (clock.time(forward), clock.time(both), checkpointed(model, lambda both=both: clock.time(both)))
         del model, body, x, grad
         if clock.device == "cuda":
             torch.cuda.empty_cache()
-    fwd, both = per_layer(times[DEPTHS[0]], times[DEPTHS[1]], DEPTHS[1] - DEPTHS[0])
-    return fwd * 1e3, both * 1e3, layer_dims(config)
+    fwd, both, ckpt = per_layer(times[DEPTHS[0]], times[DEPTHS[1]], DEPTHS[1] - DEPTHS[0])
+    return fwd * 1e3, both * 1e3, ckpt * 1e3, layer_dims(config)
 
 
 def layer_dims(config) -> dict:
@@ -101,11 +112,12 @@ def layer_rows(clock: Clock, models: list[tuple[str, dict]], budget_s: float) ->
                 clock.skipped.append(f"{label}: time box")
                 continue
             try:
-                fwd_ms, both_ms, dims = _per_layer_ms(clock, cfg, variant, tokens)
+                fwd_ms, both_ms, ckpt_ms, dims = _per_layer_ms(clock, cfg, variant, tokens)
             except Exception as exc:  # an architecture this transformers cannot build, out of memory, ...
                 clock.skipped.append(f"{label}: {type(exc).__name__}: {str(exc)[:160]}")
                 continue
             rows.append({"model": name, "model_type": cfg["model_type"], **dims, "variant": variant,
                          "mb": tokens[0], "seq": tokens[1], "depths": list(DEPTHS),
-                         "fwd_ms_per_layer": round(fwd_ms, 4), "fwdbwd_ms_per_layer": round(both_ms, 4)})  # fmt: skip
+                         "fwd_ms_per_layer": round(fwd_ms, 4), "fwdbwd_ms_per_layer": round(both_ms, 4),
+                         "ckpt_ms_per_layer": round(ckpt_ms, 4)})  # fmt: skip
     return rows
