@@ -68,16 +68,23 @@ def test_lora_adapter_time_follows_tokens_and_passes():
     assert adapter_s(Workload(method="lora", grad_checkpointing=False)) < 0.85 * base
 
 
-def test_qlora_dequantisation_costs_per_use():
-    """Each use of a 4-bit weight dequantises it: QLoRA is slower than LoRA of the same shape, more so with the
-    recompute (three uses instead of two)."""
+def test_qlora_fp32_stream_costs_per_forward():
+    """train.py's QLoRA runs its residual stream in fp32 (peft's prepare_model_for_kbit_training) through
+    bitsandbytes' casts: slower than LoRA of the same shape, more so with the recompute (the stream's passes run in
+    every forward). TRL's --dtype bfloat16 keeps a bf16 stream and sits close to LoRA; a dense 4-bit weight's
+    dequantisation itself costs next to nothing beside its GEMM (fitted to zero, generator/compute/fit.json)."""
     gap = {}
     for ckpt in (True, False):
         q = estimate(MISTRAL, Workload(method="qlora", grad_checkpointing=ckpt), ONE, "ddp").step_s
         lo = estimate(MISTRAL, Workload(method="lora", grad_checkpointing=ckpt), ONE, "ddp").step_s
         gap[ckpt] = q - lo
     assert gap[False] > 0.05
-    assert gap[True] > 1.3 * gap[False]
+    assert gap[True] > 1.15 * gap[False]
+    bf16 = Workload(method="qlora", script="trainer", load_dtype="bf16", grad_checkpointing=False)
+    stream = estimate(MISTRAL, bf16, ONE, "ddp").step_s
+    lora = estimate(MISTRAL, Workload(method="lora", script="trainer", load_dtype="bf16", grad_checkpointing=False),
+                    ONE, "ddp").step_s  # fmt: skip
+    assert stream - lora < gap[False] / 2
 
 
 def test_zero3_overhead_is_per_pass():

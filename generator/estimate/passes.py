@@ -20,6 +20,12 @@ Liger's fused linear cross-entropy streams the logits in chunks: 8 bytes per voc
 LoRA dropout (TRL's CLI default 0.05; peft runs `lora_A(dropout(x))` on each adapter's own fp32 copy of its input,
 peft/tuners/lora/layer.py): forward r4 w4 and the bool mask w1, backward the gradient r4 with the mask r1, w4 = 9 and 9
 bytes per input element of every adapted Linear (eager layers only: a compiled layer fuses it into its neighbours).
+QLoRA whose unquantised parameters are fp32 (peft's prepare_model_for_kbit_training: train.py, a plain loop following
+peft's recipe, any fp32 load): the norms' fp32 weights make the residual stream fp32, and bitsandbytes' Linear4bit casts
+its input to the bf16 compute dtype and its output back to the input's dtype (bitsandbytes/nn/modules.py
+Linear4bit.forward), so every elementwise pass above moves 4-byte elements except attention's own (autocast runs SDPA
+in bf16), plus those casts: in r4 w2 over the inputs of q, k, v, gate, up (h each) and down (i), out r2 w4 over the
+outputs of q, k, v, gate, up and down. TRL's --dtype bfloat16 QLoRA keeps a bf16 stream and neither.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from generator.estimate.scripts import liger_fused_loss, liger_kernels
-from generator.estimate.states import adapted_input_width
+from generator.estimate.states import adapted_input_width, qlora_kept_bytes
 from generator.estimate.types import Workload
 from generator.model.types import ModelSpec
 
@@ -74,9 +80,29 @@ def pass_bytes(model: ModelSpec, workload: Workload) -> PassBytes:
         per_layer = _fused(model, swiglu_fused=not model.num_experts)
     else:
         per_layer = _eager(model)
+    if fp32_stream(workload):
+        per_layer = _fp32_stream(model, per_layer, fused=liger or workload.layers_compiled)
     vocab = LIGER_LOSS_BYTES_PER_VOCAB if liger_fused_loss(workload) else LOSS_BYTES_PER_VOCAB
     dropout = _dropout_bytes(model, workload)
     return PassBytes(per_layer + dropout, ELEMENTWISE_BACKWARD_RATIO * per_layer + dropout, vocab * model.vocab_size)
+
+
+def fp32_stream(workload: Workload) -> bool:
+    """QLoRA with fp32 unquantised parameters: the residual stream between the 4-bit Linears is fp32."""
+    return workload.method == "qlora" and qlora_kept_bytes(workload) == 4
+
+
+def _fp32_stream(model: ModelSpec, per_layer: float, fused: bool) -> float:
+    """A layer's elementwise bytes per token with an fp32 stream (module docstring). The norms and residual adds are
+    fp32 in the eager full fine-tune rows ELEMENTWISE_SCALE was fitted on too (fp32 norm weights under autocast), so
+    what is added here is what only QLoRA's stream moves in fp32: RoPE on q and k and SwiGLU at 4 bytes an element
+    (eager or fused, as the layer runs them), and bitsandbytes' casts into and out of the 4-bit Linears."""
+    q, kv = model.num_heads * model.head_dim, model.num_kv_heads * model.head_dim
+    h = model.hidden_size
+    i = model.intermediate_size * (max(model.experts_per_token, 1) if model.num_experts else 1)
+    rope_swiglu = 4.0 * (q + kv) + 6.0 * i if fused else 18.0 * (q + kv) + 10.0 * i
+    casts = 6.0 * (5 * h + i) + 6.0 * (q + 2 * kv + 2 * i + h)
+    return per_layer + rope_swiglu + casts
 
 
 def _dropout_bytes(model: ModelSpec, workload: Workload) -> float:
