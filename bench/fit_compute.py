@@ -3,6 +3,7 @@
 
     python bench/fit_compute.py bench/results/compute-h200-2026-12-03.json \
         --supplement bench/results/flex-short-docs-h200-2026-12-02.json \
+        --supplement bench/results/qlora-layers-h200-2026-12-03.json \
         --host bench/results/h200-x1-families-hostpaired-2026-12-03-b.json  # the measured table (probe --compute)
     python bench/fit_compute.py --provisional                                # catalog-scaled stand-in, no GPU
     python bench/fit_compute.py --check                                      # print the fit, write nothing
