@@ -38,7 +38,7 @@ if str(REPO) not in sys.path:
 
 from bench.harness import SAFE_ENV, model_dir, save, versions  # noqa: E402
 from bench.sweep import select, summarise  # noqa: E402
-from generator.estimate.scripts import ALL_LINEAR, QV, TRL_DTYPE, script_facts  # noqa: E402
+from generator.estimate.scripts import ALL_LINEAR, LOAD_DTYPE_OF, QV, TRL_DTYPE, script_facts  # noqa: E402
 from generator.trial.metrics import looks_oom  # noqa: E402
 
 HOOK = REPO / "bench" / "scripts" / "trainer_hook"
@@ -207,7 +207,7 @@ def _printed_dtype(launch: str) -> str:
     """The load dtype the printed line asks TRL for (`--dtype`; TRL's own default float32 where it names none)."""
     words = shlex.split(launch)
     dtype = words[words.index("--dtype") + 1] if "--dtype" in words[:-1] else TRL_DTYPE["fp32"]
-    return {v: k for k, v in TRL_DTYPE.items()}[dtype]
+    return LOAD_DTYPE_OF[dtype]
 
 
 SAVE_GRACE_S = 20.0

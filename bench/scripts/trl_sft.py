@@ -42,8 +42,7 @@ if str(REPO) not in sys.path:  # launched as a file: make bench/ (the shared ste
 
 from bench.scripts import common, steplog  # noqa: E402
 from bench.scripts.common import ScriptError  # noqa: E402
-
-TRL_DTYPE = {"fp32": "float32", "bf16": "bfloat16"}
+from generator.estimate.scripts import TRL_DTYPE  # noqa: E402
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -42,7 +42,7 @@ def written_for(text: str) -> tuple[str, Workload] | None:
     def flag(name: str, default: str) -> str:
         return argv[argv.index(name) + 1] if name in argv[:-1] else default
 
-    from generator.estimate.scripts import FACTS, TRL_DTYPE, default_load_dtype, parse_lora_targets
+    from generator.estimate.scripts import FACTS, LOAD_DTYPE_OF, default_load_dtype, parse_lora_targets
 
     name = script.group("script") if script else "train.py"
     facts = FACTS.get(name, FACTS["train.py"])
@@ -50,7 +50,7 @@ def written_for(text: str) -> tuple[str, Workload] | None:
     # TRL's CLI spells its flags with underscores (emit.script_cli); train.py with dashes; a custom loop's launch
     # line has none, and the header's workload line and the script's defaults stand in
     trl = name == "trainer"
-    dtype = {v: k for k, v in TRL_DTYPE.items()}.get(flag("--dtype", "")) if trl else None
+    dtype = LOAD_DTYPE_OF.get(flag("--dtype", "")) if trl else None
     targets = _trl_targets(argv) if trl else flag("--lora-targets", "") or _header_targets(head)
     workload = Workload(
         method=method,

@@ -161,6 +161,8 @@ def default_load_dtype(script: str, method: str) -> str:
 
 TRL_DTYPE: dict[str, str] = {"fp32": "float32", "bf16": "bfloat16"}
 """Each load dtype as TRL's CLI (`--dtype`) and torch name it."""
+LOAD_DTYPE_OF: dict[str, str] = {name: dtype for dtype, name in TRL_DTYPE.items()}
+"""The load dtype a TRL / torch dtype name stands for (reading a printed `--dtype` back)."""
 
 
 def planned_load_dtype(script: str, method: str) -> str:
