@@ -31,9 +31,14 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from generator.probe.compute_bench import Clock, per_layer  # noqa: E402
-from generator.probe.compute_layers import checkpointed, hf_config_dict, layer_config, layer_dims  # noqa: E402
-
-DEPTHS = (1, 3)
+from generator.probe.compute_layers import (  # noqa: E402
+    DEPTHS,
+    checkpointed,
+    hf_config_dict,
+    layer_config,
+    layer_dims,
+    layer_row,
+)
 
 
 def build(cfg: dict, layers: int, device: str):
@@ -92,11 +97,8 @@ def rows(model: str, token_counts: list[tuple[int, int]], device: str, budget_s:
     for (mb, seq), by_depth in measured.items():
         if len(by_depth) < len(DEPTHS):
             continue
-        fwd, both, ckpt = per_layer(by_depth[DEPTHS[0]], by_depth[DEPTHS[1]], DEPTHS[1] - DEPTHS[0])
-        out.append({"model": model, "model_type": cfg["model_type"], **dims, "variant": "qlora", "mb": mb,
-                    "seq": seq, "depths": list(DEPTHS), "fwd_ms_per_layer": round(fwd * 1e3, 4),
-                    "fwdbwd_ms_per_layer": round(both * 1e3, 4),
-                    "ckpt_ms_per_layer": round(ckpt * 1e3, 4)})  # fmt: skip
+        seconds = per_layer(by_depth[DEPTHS[0]], by_depth[DEPTHS[1]], DEPTHS[1] - DEPTHS[0])
+        out.append(layer_row(model, cfg["model_type"], dims, "qlora", (mb, seq), seconds))
     return out, clock.skipped
 
 

@@ -64,7 +64,7 @@ def checkpointed(model, timed):
         model.gradient_checkpointing_disable()
 
 
-def _per_layer_ms(clock: Clock, cfg: dict, variant: str, tokens: tuple[int, int]) -> tuple[float, float, float, dict]:
+def _per_layer_s(clock: Clock, cfg: dict, variant: str, tokens: tuple[int, int]) -> tuple[tuple[float, ...], dict]:
     from transformers import AutoModelForCausalLM
 
     cpu = clock.device != "cuda"
@@ -89,8 +89,16 @@ def _per_layer_ms(clock: Clock, cfg: dict, variant: str, tokens: tuple[int, int]
         del model, body, x, grad
         if clock.device == "cuda":
             torch.cuda.empty_cache()
-    fwd, both, ckpt = per_layer(times[DEPTHS[0]], times[DEPTHS[1]], DEPTHS[1] - DEPTHS[0])
-    return fwd * 1e3, both * 1e3, ckpt * 1e3, layer_dims(config)
+    return per_layer(times[DEPTHS[0]], times[DEPTHS[1]], DEPTHS[1] - DEPTHS[0]), layer_dims(config)
+
+
+def layer_row(model: str, model_type: str, dims: dict, variant: str, tokens: tuple[int, int], seconds) -> dict:
+    """One row of the table's `layers` (estimate.compute_table reads it): `seconds` per layer are (forward, forward +
+    backward, forward + backward checkpointed), as per_layer gives them."""
+    fwd, both, ckpt = (round(s * 1e3, 4) for s in seconds)
+    return {"model": model, "model_type": model_type, **dims, "variant": variant, "mb": tokens[0], "seq": tokens[1],
+            "depths": list(DEPTHS), "fwd_ms_per_layer": fwd, "fwdbwd_ms_per_layer": both,
+            "ckpt_ms_per_layer": ckpt}  # fmt: skip
 
 
 def layer_dims(config) -> dict:
@@ -112,12 +120,9 @@ def layer_rows(clock: Clock, models: list[tuple[str, dict]], budget_s: float) ->
                 clock.skipped.append(f"{label}: time box")
                 continue
             try:
-                fwd_ms, both_ms, ckpt_ms, dims = _per_layer_ms(clock, cfg, variant, tokens)
+                seconds, dims = _per_layer_s(clock, cfg, variant, tokens)
             except Exception as exc:  # an architecture this transformers cannot build, out of memory, ...
                 clock.skipped.append(f"{label}: {type(exc).__name__}: {str(exc)[:160]}")
                 continue
-            rows.append({"model": name, "model_type": cfg["model_type"], **dims, "variant": variant,
-                         "mb": tokens[0], "seq": tokens[1], "depths": list(DEPTHS),
-                         "fwd_ms_per_layer": round(fwd_ms, 4), "fwdbwd_ms_per_layer": round(both_ms, 4),
-                         "ckpt_ms_per_layer": round(ckpt_ms, 4)})  # fmt: skip
+            rows.append(layer_row(name, cfg["model_type"], dims, variant, tokens, seconds))
     return rows
