@@ -44,6 +44,9 @@ def _slower(doc: dict, factor: float) -> dict:
         r["gbps"] /= factor
     for r in doc["fp8_cast"]:
         r["ns_per_elem"] *= factor
+    for r in doc["layers"]:
+        for k in ("fwd_ms_per_layer", "fwdbwd_ms_per_layer", "ckpt_ms_per_layer"):
+            r[k] = r[k] * factor if r.get(k) is not None else None
     doc["measured"] = True
     return doc
 

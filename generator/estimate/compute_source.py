@@ -12,6 +12,7 @@ from functools import cache
 from pathlib import Path
 
 from generator.catalog.gpus import find_gpu
+from generator.estimate.compute_complete import completed
 from generator.estimate.compute_table import ComputeTable, from_document, scaled
 from generator.estimate.hardware import gpu_rates
 
@@ -55,18 +56,28 @@ def _for_gpu(gpu_name: str) -> ComputeTable:
     return scaled(base, gpu_name, mine.dense_bf16_tflops / ref.dense_bf16_tflops, mine.hbm_tbps / ref.hbm_tbps, fp8)
 
 
+@cache
 def table_for(gpu_name: str, override: ComputeTable | None = None) -> ComputeTable:
-    """The table that prices a step on `gpu_name`: `override` (plan --compute-file) when given, else the shipped
-    one, scaled by the catalog for a GPU other than the one it was measured on."""
-    return override if override is not None else _for_gpu(gpu_name)
+    """The table that prices a step on `gpu_name`: `override` (plan --compute-file) when given, its holes filled from
+    the shipped one scaled to its GPU (compute_complete), else the shipped one, scaled by the catalog for a GPU other
+    than the one it was measured on."""
+    if override is None:
+        return _for_gpu(gpu_name)
+    known = override.measured and find_gpu(override.gpu) is not None  # a CPU probe's file has nothing to scale to
+    return completed(override, _for_gpu(override.gpu)) if known else override
 
 
 def table_note(table: ComputeTable, gpu_name: str) -> str | None:
-    """One line for the plan when the rates are not measured on this GPU (scaled, provisional, or a compute file
-    from another GPU); None when they are."""
+    """One line for the plan when the rates are not all measured on this GPU (scaled, provisional, a compute file
+    from another GPU, or one completed from the shipped table); None when they are."""
     if not table.measured:
         return f"{SPEED_NOTE_PREFIX}{table.source}"
     here, there = find_gpu(gpu_name), find_gpu(table.gpu)
+    parts = [f"rates from {table.source}"]
     if here is None or there is None or here.name != there.name:
-        return f"{SPEED_NOTE_PREFIX}rates from {table.source}, measured on {table.gpu!r}, not on {gpu_name!r}"
-    return None
+        parts[0] += f", measured on {table.gpu!r}, not on {gpu_name!r}"
+    if table.filled:
+        parts.append(
+            f"not in that file, so taken from the shipped table scaled to its rates: {', '.join(table.filled)}"
+        )
+    return f"{SPEED_NOTE_PREFIX}{'; '.join(parts)}" if len(parts) > 1 or parts[0].endswith(f"{gpu_name!r}") else None

@@ -73,6 +73,9 @@ class ComputeTable:
     host_step: dict = field(default_factory=dict)
     """Same keys as `host` -> host seconds per optimizer step outside the decoder layers (embedding, mask, lm_head,
     loss, the optimizer's fixed part); {} in tables probed before the step was timed."""
+    filled: tuple = ()
+    """What a partial table (`probe --compute --quick`, a probe cut by its time box) took from the shipped one,
+    scaled to its own rates (generator/estimate/compute_complete.py); () for a table read as measured."""
 
 
 def _num(x) -> float:

@@ -1,0 +1,101 @@
+"""A partial operator-rate table completed from a reference: what `probe --compute --quick` (or a probe its time box
+cut) did not measure is read from the shipped table, scaled to the rates the file did measure.
+
+Why: a table with holes prices a step wrongly, not just roughly. `--quick` times GEMMs at 8,192 tokens only, so a
+2,048-token step's GEMMs fall below its smallest measured size, where the lookup lowers the rate in proportion (a
+launch-bound call); it has no host rows (no host floor) and no flex rows. On one H200 (2026-12-03) its table read a
+2,048-token Qwen2.5-7B LoRA step at 4,253 tokens/s where the full probe's read 9,670. Completed, each missing shape
+takes the reference's rate times the median ratio of this file's rates to the reference's at the shapes it measured
+(per GEMM dtype and layout, per attention path), so the file still sets the level and the reference only the shape
+of the curve; the host rows (the CPU's, not the GPU's) are taken as they are. `ComputeTable.filled` names what was
+taken, and the plan says so.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import replace
+
+from generator.estimate.compute_table import ComputeTable, attention_tflops, gemm_tflops
+
+
+def _ratio(pairs: list[tuple[float, float]]) -> float | None:
+    """Median of measured / reference over shapes both have; None without any."""
+    ratios = [m / r for m, r in pairs if m > 0 and r > 0]
+    return statistics.median(ratios) if ratios else None
+
+
+def _gemm(user: ComputeTable, ref: ComputeTable) -> tuple[dict, float, bool]:
+    """(GEMM rows, the bf16 ratio, whether rows were added): each measured (dtype, op) completed with the
+    reference's rows at shapes it lacks; a dtype the file has no rows of (no float8 on this GPU) stays absent."""
+    out, added, bf16 = dict(user.gemm), False, []
+    for key, rows in user.gemm.items():
+        pairs = [(r[3], gemm_tflops(ref, *key, *r[:3])) for r in rows if key in ref.gemm or key[0] == "bf16"]
+        ratio = _ratio(pairs)
+        if key[0] == "bf16":
+            bf16 += pairs
+        have = {r[:3] for r in rows}
+        extra = [(*r[:3], r[3] * ratio) for r in ref.gemm.get(key, ()) if r[:3] not in have] if ratio else []
+        out[key] = rows + tuple(extra)
+        added |= bool(extra)
+    return out, _ratio(bf16) or 1.0, added
+
+
+def _attention(user: ComputeTable, ref: ComputeTable) -> tuple[dict, list[str]]:
+    """Attention rows per path completed the same way (forward and backward ratios apart); a path the file did not
+    time at all (flex under --quick) takes the reference's rows at the mean ratio of the paths it did time."""
+    out, filled, all_pairs = dict(user.attention), [], ([], [])
+    ratios = {}
+    for path, rows in user.attention.items():
+        looked = [(r, attention_tflops(ref, path, *r[:4])) for r in rows if ref.attention.get(path)]
+        f = _ratio([(r[4], x[0]) for r, x in looked])
+        b = _ratio([(r[5], x[1]) for r, x in looked])
+        if f and b:
+            ratios[path] = (f, b)
+            all_pairs[0].append(f)
+            all_pairs[1].append(b)
+    overall = tuple(statistics.fmean(x) for x in all_pairs) if all_pairs[0] else (1.0, 1.0)
+    for path, rows in ref.attention.items():
+        f, b = ratios.get(path, overall)
+        have = {r[:4] for r in user.attention.get(path, ())}
+        extra = tuple((*r[:4], r[4] * f, r[5] * b) for r in rows if r[:4] not in have)
+        if extra and path not in user.attention:
+            filled.append(f"{path} attention")
+        out[path] = user.attention.get(path, ()) + extra
+    return out, filled
+
+
+def _slower(row: tuple, ratio: float) -> tuple:
+    """A whole-layer row (mb, seq, forward s, backward s, checkpointed s | None) on a GPU `ratio` times as fast."""
+    mb, seq, f, b, c = row
+    return mb, seq, f / ratio, b / ratio, None if c is None else c / ratio
+
+
+def completed(user: ComputeTable, ref: ComputeTable) -> ComputeTable:
+    """`user` with its holes filled from `ref` (the shipped table, already scaled to the user's GPU)."""
+    if user is ref:
+        return user
+    gemm, ratio, gemm_added = _gemm(user, ref)
+    attention, filled = _attention(user, ref)
+    if gemm_added:
+        filled.insert(0, "GEMM shapes")
+    changes: dict = {"gemm": gemm, "attention": attention}
+    if not user.host and ref.host:
+        changes.update(host=ref.host, host_step=ref.host_step)
+        filled.append("host rows (the CPU's: as measured with the reference)")
+    layers = {k: tuple(_slower(row, ratio) for row in rows) for k, rows in ref.layers.items() if k not in user.layers}
+    if layers:
+        changes["layers"] = {**user.layers, **layers}
+        filled.append("whole MoE layers")
+    grouped = {k: v for k, v in ref.grouped.items() if k not in user.grouped}
+    if grouped:
+        changes["grouped"] = {**user.grouped, **{k: tuple((*r[:3], r[3] * ratio) for r in rows)
+                                                 for k, rows in grouped.items()}}  # fmt: skip
+        filled.append("grouped expert GEMMs")
+    casts = {
+        k: v * ref.hbm_gbps / user.hbm_gbps for k, v in ref.cast_ns_per_elem.items() if k not in user.cast_ns_per_elem
+    }
+    if casts and user.gemm.get(("fp8", "fwd")):
+        changes["cast_ns_per_elem"] = {**user.cast_ns_per_elem, **casts}
+        filled.append("float8 casts")
+    return replace(user, filled=tuple(filled), **changes)
