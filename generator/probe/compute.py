@@ -47,7 +47,10 @@ class Budget:
 
 
 FULL = Budget(gemm_bf16=24.0, gemm_fp8=16.0, cast=12.0, grouped=6.0, attention=12.0, flex=36.0, host=150.0, layers=30.0)
-QUICK = Budget(gemm_bf16=8.0, gemm_fp8=6.0, cast=3.0, grouped=3.0, attention=5.0, flex=0.0, host=4.0, layers=0.0)
+QUICK = Budget(gemm_bf16=8.0, gemm_fp8=6.0, cast=3.0, grouped=3.0, attention=5.0, flex=0.0, host=0.0, layers=0.0)
+"""--quick: the GEMM, attention and HBM levels (21-24 s on one H200, 2026-12-03, 10 s of it a host section that
+measured nothing in its time box and is now skipped); what it leaves out, `plan --compute-file` takes from the
+shipped table scaled to the levels it measured (generator/estimate/compute_complete.py)."""
 
 
 def _gemms(device: str, model: ModelSpec | None, quick: bool) -> tuple[list[grid.Gemm], list[grid.Gemm]]:
@@ -120,7 +123,17 @@ def measure(device: str, model: ModelSpec | None, quick: bool, on_section=None) 
 
     progress = on_section or (lambda name: None)
 
-    def step(name: str) -> None:
+    sections: dict[str, float] = {}
+    last = [time.monotonic(), None]
+
+    def step(name: str | None) -> None:
+        """Close the running section's clock (method.sections_s: where the probe's minute goes), start `name`'s."""
+        now = time.monotonic()
+        if last[1] is not None:
+            sections[last[1]] = round(now - last[0], 1)
+        last[:] = [now, name]
+        if name is None:
+            return
         progress(name)
         if clock.device == "cuda":
             torch.cuda.empty_cache()  # the previous section's large operands go back to the driver
@@ -172,14 +185,19 @@ def measure(device: str, model: ModelSpec | None, quick: bool, on_section=None) 
         clock.skipped.append("flex attention: skipped (--quick or CPU: its compile takes ~10 s per shape)")
     step("HBM bandwidth")
     doc["hbm"] = hbm_rows(clock, 1 << 30 if cuda else 1 << 20)
-    step("host time per layer (eager, compiled)")
-    from generator.probe.compute_host import host_rows
+    if budget.host > 0 or not cuda:
+        step("host time per layer (eager, compiled)")
+        from generator.probe.compute_host import host_rows
 
-    doc["host"] = host_rows(clock, compiled=cuda and not quick, budget_s=budget.host if cuda else 60.0)
+        doc["host"] = host_rows(clock, compiled=cuda and not quick, budget_s=budget.host if cuda else 60.0)
+    else:  # one row of four depths in interleaved rounds takes longer than --quick's whole budget
+        doc["host"] = []
+        clock.skipped.append("host rows: skipped under --quick (plan --compute-file takes the shipped table's)")
     step("MoE decoder layers, whole")
     from generator.probe.compute_layers import layer_rows
 
     doc["layers"] = layer_rows(clock, _moe_configs(model), budget.layers if cuda else 60.0)
+    step(None)
     name = torch.cuda.get_device_name() if cuda else "cpu"
     return {
         "version": VERSION,
@@ -208,6 +226,7 @@ def measure(device: str, model: ModelSpec | None, quick: bool, on_section=None) 
             "measured_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "seconds": round(time.monotonic() - started, 1),
             "quick": quick,
+            "sections_s": sections,
         },
         "units": {"ms": "milliseconds per call", "tflops": "1e12 FLOP/s", "gbps": "1e9 bytes/s"},
         **doc,
