@@ -97,6 +97,18 @@ HOST_PAIRED_B = _timed_long(
 # it is the machine or the model.
 QWEN_PAIR = _timed_long(_family("qwen2.5-7b", "lora", 1024, 2, False, False))
 
+# Chosen on 2026-12-03 (fifth session) before any was run: a model, method and length no row had, each predicted by
+# the shipped table and by `probe --compute --quick` run just before them on the same machine, its holes completed
+# from the shipped table (generator/estimate/compute_complete.py): Qwen2.5-7B QLoRA (attention biases in NF4, the
+# 152k vocabulary), Llama-2-13B QLoRA at micro-batch 8, Llama-2-7B (no GQA) fully fine-tuned with Liger.
+UNSEEN = (
+    _family("qwen2.5-7b", "qlora", 4096, 4, False, False),
+    _family("llama-2-13b", "qlora", 2048, 8, True, False),
+    _family("llama-2-7b", "full", 2048, 4, True, True),
+    # the first, which the plan said does not fit (run forced, it ran out of memory), with checkpointing
+    _family("qwen2.5-7b", "qlora", 4096, 4, True, False),
+)
+
 FAMILY_CELLS: tuple[Cell, ...] = (
     MIXTRAL_QLORA,
     MIXTRAL_FULL_L4,
@@ -112,6 +124,7 @@ FAMILY_CELLS: tuple[Cell, ...] = (
     *HOST_PAIRED,
     *HOST_PAIRED_B,
     *QWEN_PAIR,
+    *UNSEEN,
 )
 
 # (the plan's default pick, its runner-up): one lever apart, measured in the same call where the budget allows.

@@ -3,7 +3,8 @@
 
     python bench/fit_compute.py bench/results/compute-h200-2026-12-03.json \
         --supplement bench/results/flex-short-docs-h200-2026-12-02.json \
-        --supplement bench/results/qlora-layers-h200-2026-12-03.json \
+        --supplement bench/results/flex-docs-in-rows-h200-2026-12-03.json \
+        --supplement bench/results/qlora-layers-ckpt-h200-2026-12-03.json \
         --host bench/results/h200-x1-families-hostpaired-2026-12-03-b.json  # the measured table (probe --compute)
     python bench/fit_compute.py --provisional                                # catalog-scaled stand-in, no GPU
     python bench/fit_compute.py --check                                      # print the fit, write nothing
@@ -223,19 +224,26 @@ SUPPLEMENT_SHAPES = {
 def supplemented(doc: dict, path: Path) -> dict:
     """The table with a supplement's rows added, each naming its file: attention rows (`rows`; flex at 54-512-token
     documents, bench/results/flex-short-docs-h200-2026-12-02.json, which the 2026-12-02 probe did not time) and
-    whole-layer rows (`layers`; train.py's QLoRA layers, bench/scripts/qlora_layer.py, which the probe cannot build).
-    Rows the table already holds at the same shape are left as the probe measured them."""
+    whole-layer rows (`layers`; train.py's QLoRA layers, bench/scripts/qlora_layer.py, which the probe cannot build;
+    or a later `probe --compute --model` file's). Rows the table already holds at the same shape are left as the probe
+    measured them, except a layer row that the table holds untimed under checkpointing and the supplement times
+    (`ckpt_ms_per_layer`, added 2026-12-03): the whole row is taken from the supplement, so its three times come
+    from one machine."""
     extra = json.loads(path.read_text())
-    if "H200" not in str(extra.get("device")):
-        raise SystemExit(f"{path}: measured on {extra.get('device')!r}, not an H200")
+    if "H200" not in str(extra.get("device")) + str(extra.get("gpu")):
+        raise SystemExit(f"{path}: measured on {extra.get('device') or extra.get('gpu')!r}, not an H200")
     if not any(extra.get(k) for k in ("rows", "layers")):
         raise SystemExit(f"{path}: no attention `rows` or `layers` to add")
     out = dict(doc)
     for section, shape in SUPPLEMENT_SHAPES.items():
         rows = extra.get("rows" if section == "attention" else section) or []
-        held = {tuple(r.get(k) for k in shape) for r in doc.get(section, [])}
+        timed = {tuple(r.get(k) for k in shape) for r in rows if r.get("ckpt_ms_per_layer")}
+        kept = [
+            r for r in doc.get(section, []) if r.get("ckpt_ms_per_layer") or tuple(r.get(k) for k in shape) not in timed
+        ]
+        held = {tuple(r.get(k) for k in shape) for r in kept}
         new = [{**r, "source": path.name} for r in rows if tuple(r.get(k) for k in shape) not in held]
-        out[section] = [*doc.get(section, []), *new]
+        out[section] = [*kept, *new]
     out["supplements"] = sorted({*doc.get("supplements", []), path.name})
     return out
 

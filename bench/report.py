@@ -102,8 +102,16 @@ def bandwidth_curves(files: dict[str, dict]) -> list[tuple[str, dict[str, float]
 
 
 def _records(data: dict) -> str:
+    """A source line for a file that does not say what it is: calibration records, or a `probe --compute` table."""
     n = len(data.get("measurements") or [])
-    return f"plan --trial calibration records ({n} measurements: reserved memory and tokens/s)" if n else ""
+    if n:
+        return f"plan --trial calibration records ({n} measurements: reserved memory and tokens/s)"
+    method = data.get("method") if isinstance(data.get("method"), dict) else {}
+    if data.get("kind") == "compute" and method:
+        flags = (" --quick" if method.get("quick") else "") + (f" --model {data['model']}" if data.get("model") else "")
+        took = f", {method['seconds']:.0f} s" if method.get("seconds") else ""
+        return f"`probe --compute{flags}` on one {data.get('gpu')}, {method.get('measured_at', 'undated')}{took}"
+    return ""
 
 
 def fp8_curves_section(files: dict[str, dict]) -> tuple[list[str], list]:
