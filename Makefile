@@ -23,7 +23,8 @@ demo: install
 	$(PY) -m generator plan --model mistral-7b --output out/mistral-7b.yaml --force
 
 test: install
-	$(PY) -m pytest -q
+	# two workers (the CI machine's cores); tests that launch process groups share one of them (tests/conftest.py)
+	$(PY) -m pytest -q -n 2 --dist loadgroup
 
 lint: install
 	$(PY) -m ruff check . && $(PY) -m ruff format --check .

@@ -24,6 +24,15 @@ def _reopen_closed_standard_fds() -> None:
 _reopen_closed_standard_fds()
 
 
+def pytest_collection_modifyitems(config, items):
+    """`make test` runs the suite on two pytest-xdist workers (--dist loadgroup). Tests that launch process groups
+    (marked slow: accelerate launch, torchrun, two ranks over gloo) all go to one worker, one at a time: two of them at
+    once would share a 2-core machine's CPU four ways, and a launch without its own port takes torchrun's default."""
+    for item in items:
+        if item.get_closest_marker("slow"):
+            item.add_marker(pytest.mark.xdist_group("launches"))
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _private_cache(tmp_path_factory):
     old = os.environ.get("XDG_CACHE_HOME")
