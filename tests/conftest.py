@@ -27,9 +27,11 @@ _reopen_closed_standard_fds()
 def pytest_collection_modifyitems(config, items):
     """`make test` runs the suite on two pytest-xdist workers (--dist loadgroup). Tests that launch process groups
     (marked slow: accelerate launch, torchrun, two ranks over gloo) all go to one worker, one at a time: two of them at
-    once would share a 2-core machine's CPU four ways, and a launch without its own port takes torchrun's default."""
+    once would share a 2-core machine's CPU four ways, and a launch without its own port takes torchrun's default.
+    `slow(process_group=False)`: plain single-process runs (no rendezvous, no port), free to run beside them."""
     for item in items:
-        if item.get_closest_marker("slow"):
+        mark = item.get_closest_marker("slow")
+        if mark is not None and mark.kwargs.get("process_group", True):
             item.add_marker(pytest.mark.xdist_group("launches"))
 
 

@@ -136,7 +136,7 @@ def error_lines(proc: subprocess.CompletedProcess) -> list[str]:
     return [line for line in proc.stderr.splitlines() if "train.py: error:" in line]
 
 
-@pytest.mark.slow
+@pytest.mark.slow(process_group=False)  # `python train.py`, one process each
 def test_a_simulated_oom_exits_3_with_one_line_naming_the_phase(models, tmp_path):
     phases = [(fit.LOAD, None), (fit.STEP, 2), (fit.OPTIMIZER, 1)]
     gpu = f"{H200[0]}:{H200[1]}"
@@ -151,7 +151,7 @@ def test_a_simulated_oom_exits_3_with_one_line_naming_the_phase(models, tmp_path
         assert looks_oom(proc.stderr), phase  # plan --trial and the bench harnesses still record it as out of memory
 
 
-@pytest.mark.slow
+@pytest.mark.slow(process_group=False)  # `python train.py`, one process each
 def test_an_oom_during_a_save_never_becomes_latest_and_the_next_start_resumes_the_previous(models, tmp_path):
     out = tmp_path / "run"
     proc = train(models, out, "--save-every", "2", TRAIN_TEST_OOM=f"{fit.SAVE}:4")
@@ -168,7 +168,7 @@ def test_an_oom_during_a_save_never_becomes_latest_and_the_next_start_resumes_th
     assert (out / "latest").read_text().strip() == "step-00000004"
 
 
-@pytest.mark.slow
+@pytest.mark.slow(process_group=False)  # `python train.py`, one process each
 def test_a_run_the_plan_says_will_not_fit_is_refused_before_loading(models, tmp_path):
     gpu = f"{RTX4090[0]}:{RTX4090[1]}"
     proc = train(models, tmp_path / "run", "--seq-len", "512", model="mistral-7b", TRAIN_TEST_GPU=gpu)
@@ -178,7 +178,7 @@ def test_a_run_the_plan_says_will_not_fit_is_refused_before_loading(models, tmp_
     assert "trainable params" not in proc.stdout  # stopped before the model existed
 
 
-@pytest.mark.slow
+@pytest.mark.slow(process_group=False)  # `python train.py`, one process each
 def test_no_fit_check_runs_it_anyway_with_a_warning(models, tmp_path):
     tiny_gpu = f"{H200[0]}:0.5"  # less than the CUDA context alone: nothing fits
     both = start(models, tmp_path / "a", TRAIN_TEST_GPU=tiny_gpu), start(models, tmp_path / "b", "--no-fit-check",
