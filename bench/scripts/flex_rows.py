@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     heads, kv = (int(x) for x in args.layout.split("x"))
-    clock = Clock(device) if device == "cuda" else Clock(device, warmup=1, min_repeats=2, max_repeats=3, target_s=0.01)
+    clock = Clock.for_device(device)
     dim = 128 if device == "cuda" else 32
     rows = []
     for seq, doc in args.pair:

@@ -16,7 +16,13 @@ from __future__ import annotations
 import statistics
 from dataclasses import replace
 
-from generator.estimate.compute_table import ComputeTable, attention_tflops, gemm_tflops
+from generator.estimate.compute_table import (
+    ComputeTable,
+    attention_tflops,
+    faster_gemm_rows,
+    faster_layer_rows,
+    gemm_tflops,
+)
 
 
 def _ratio(pairs: list[tuple[float, float]]) -> float | None:
@@ -30,13 +36,14 @@ def _gemm(user: ComputeTable, ref: ComputeTable) -> tuple[dict, float, bool]:
     reference's rows at shapes it lacks; a dtype the file has no rows of (no float8 on this GPU) stays absent."""
     out, added, bf16 = dict(user.gemm), False, []
     for key, rows in user.gemm.items():
-        pairs = [(r[3], gemm_tflops(ref, *key, *r[:3])) for r in rows if key in ref.gemm or key[0] == "bf16"]
+        comparable = key in ref.gemm or key[0] == "bf16"  # gemm_tflops would read fp8 off the bf16 rows
+        pairs = [(r[3], gemm_tflops(ref, *key, *r[:3])) for r in rows] if comparable else []
         ratio = _ratio(pairs)
         if key[0] == "bf16":
             bf16 += pairs
         have = {r[:3] for r in rows}
-        extra = [(*r[:3], r[3] * ratio) for r in ref.gemm.get(key, ()) if r[:3] not in have] if ratio else []
-        out[key] = rows + tuple(extra)
+        extra = faster_gemm_rows((r for r in ref.gemm.get(key, ()) if r[:3] not in have), ratio) if ratio else ()
+        out[key] = rows + extra
         added |= bool(extra)
     return out, _ratio(bf16) or 1.0, added
 
@@ -44,17 +51,16 @@ def _gemm(user: ComputeTable, ref: ComputeTable) -> tuple[dict, float, bool]:
 def _attention(user: ComputeTable, ref: ComputeTable) -> tuple[dict, list[str]]:
     """Attention rows per path completed the same way (forward and backward ratios apart); a path the file did not
     time at all (flex under --quick) takes the reference's rows at the mean ratio of the paths it did time."""
-    out, filled, all_pairs = dict(user.attention), [], ([], [])
-    ratios = {}
+    out, filled, ratios = dict(user.attention), [], {}
     for path, rows in user.attention.items():
-        looked = [(r, attention_tflops(ref, path, *r[:4])) for r in rows if ref.attention.get(path)]
+        if not ref.attention.get(path):
+            continue
+        looked = [(r, attention_tflops(ref, path, *r[:4])) for r in rows]
         f = _ratio([(r[4], x[0]) for r, x in looked])
         b = _ratio([(r[5], x[1]) for r, x in looked])
         if f and b:
             ratios[path] = (f, b)
-            all_pairs[0].append(f)
-            all_pairs[1].append(b)
-    overall = tuple(statistics.fmean(x) for x in all_pairs) if all_pairs[0] else (1.0, 1.0)
+    overall = tuple(statistics.fmean(x) for x in zip(*ratios.values(), strict=True)) if ratios else (1.0, 1.0)
     for path, rows in ref.attention.items():
         f, b = ratios.get(path, overall)
         have = {r[:4] for r in user.attention.get(path, ())}
@@ -63,12 +69,6 @@ def _attention(user: ComputeTable, ref: ComputeTable) -> tuple[dict, list[str]]:
             filled.append(f"{path} attention")
         out[path] = user.attention.get(path, ()) + extra
     return out, filled
-
-
-def _slower(row: tuple, ratio: float) -> tuple:
-    """A whole-layer row (mb, seq, forward s, backward s, checkpointed s | None) on a GPU `ratio` times as fast."""
-    mb, seq, f, b, c = row
-    return mb, seq, f / ratio, b / ratio, None if c is None else c / ratio
 
 
 def completed(user: ComputeTable, ref: ComputeTable) -> ComputeTable:
@@ -83,14 +83,13 @@ def completed(user: ComputeTable, ref: ComputeTable) -> ComputeTable:
     if not user.host and ref.host:
         changes.update(host=ref.host, host_step=ref.host_step)
         filled.append("host rows (the CPU's: as measured with the reference)")
-    layers = {k: tuple(_slower(row, ratio) for row in rows) for k, rows in ref.layers.items() if k not in user.layers}
+    layers = {k: faster_layer_rows(rows, ratio) for k, rows in ref.layers.items() if k not in user.layers}
     if layers:
         changes["layers"] = {**user.layers, **layers}
         filled.append("whole MoE layers")
     grouped = {k: v for k, v in ref.grouped.items() if k not in user.grouped}
     if grouped:
-        changes["grouped"] = {**user.grouped, **{k: tuple((*r[:3], r[3] * ratio) for r in rows)
-                                                 for k, rows in grouped.items()}}  # fmt: skip
+        changes["grouped"] = {**user.grouped, **{k: faster_gemm_rows(rows, ratio) for k, rows in grouped.items()}}
         filled.append("grouped expert GEMMs")
     casts = {
         k: v * ref.hbm_gbps / user.hbm_gbps for k, v in ref.cast_ns_per_elem.items() if k not in user.cast_ns_per_elem

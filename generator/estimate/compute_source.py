@@ -73,11 +73,12 @@ def table_note(table: ComputeTable, gpu_name: str) -> str | None:
     if not table.measured:
         return f"{SPEED_NOTE_PREFIX}{table.source}"
     here, there = find_gpu(gpu_name), find_gpu(table.gpu)
-    parts = [f"rates from {table.source}"]
-    if here is None or there is None or here.name != there.name:
-        parts[0] += f", measured on {table.gpu!r}, not on {gpu_name!r}"
+    other_gpu = here is None or there is None or here.name != there.name
+    if not (other_gpu or table.filled):
+        return None
+    note = f"{SPEED_NOTE_PREFIX}rates from {table.source}"
+    if other_gpu:
+        note += f", measured on {table.gpu!r}, not on {gpu_name!r}"
     if table.filled:
-        parts.append(
-            f"not in that file, so taken from the shipped table scaled to its rates: {', '.join(table.filled)}"
-        )
-    return f"{SPEED_NOTE_PREFIX}{'; '.join(parts)}" if len(parts) > 1 or parts[0].endswith(f"{gpu_name!r}") else None
+        note += f"; not in that file, so taken from the shipped table scaled to its rates: {', '.join(table.filled)}"
+    return note

@@ -140,7 +140,7 @@ def measure(device: str, model: ModelSpec | None, quick: bool, on_section=None) 
 
     cuda = device == "cuda"
     budget = QUICK if quick or not cuda else FULL
-    clock = Clock(device) if cuda else Clock(device, warmup=1, min_repeats=2, max_repeats=3, target_s=0.01)
+    clock = Clock.for_device(device)
     if cuda:
         torch.cuda.init()
     started = time.monotonic()

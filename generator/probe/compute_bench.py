@@ -31,6 +31,11 @@ class Clock:
     """Stop repeating once the timed calls add up to this many seconds (after min_repeats)."""
     skipped: list[str] = field(default_factory=list)
 
+    @classmethod
+    def for_device(cls, device: str) -> Clock:
+        """The probe's clock: its defaults on a GPU; on the CPU (tests of the plumbing) fewer, shorter repeats."""
+        return cls(device) if device == "cuda" else cls(device, warmup=1, min_repeats=2, max_repeats=3, target_s=0.01)
+
     def sync(self) -> None:
         if self.device == "cuda":
             torch.cuda.synchronize()
