@@ -87,8 +87,8 @@ def test_qlora_rows_price_mixtral_qlora_and_hold_its_dequantisation():
 
 def test_a_checkpointed_step_reads_the_rows_checkpointed_time_where_it_was_timed():
     """Checkpointing reruns the forward under the checkpoint's hooks. A row timed that way prices a checkpointed step
-    from that time (here 30 ms above forward twice plus backward, a host-bound loop's hooks); a row without it, as
-    rows timed before, prices it as a second forward; a step without checkpointing ignores it."""
+    from that time (here, synthetically, 30 ms above forward twice plus backward); a row without it, as rows timed
+    before, prices it as a second forward; a step without checkpointing ignores it."""
     ckpt = replace(QLORA, grad_checkpointing=True)
     plain = _table(_row("qlora", 2, 4096, 50.0, 120.0))
     timed = _table(_row("qlora", 2, 4096, 50.0, 120.0, ckpt_ms=200.0))

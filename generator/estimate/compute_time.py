@@ -182,9 +182,9 @@ def _attention_split(table: ComputeTable, model: ModelSpec, workload: Workload) 
 def _row_rest_s(table: ComputeTable, model: ModelSpec, workload: Workload, fwd: int, row: tuple) -> tuple:
     """(tokens, seconds) of one layer row without its attention, taken out at the row's shape (one causal document
     per sequence, SDPA, as the rows were timed). A checkpointed step reads the row's checkpointed time where it was
-    timed: the recompute under the checkpoint's hooks costs more than a second forward where the host sets the pace
-    (Mixtral QLoRA at 4,096 x 1: 23% slower than forward twice plus backward, the rows and the step on one machine,
-    bench/results/h200-x1-families-mixtralqlora-2026-12-03.json)."""
+    timed, else the forward twice plus the backward: measured on one H200 they agree within 1-4% from 8,192 tokens
+    up and differ below (NF4 Mixtral 13% less at 2,048 tokens, dense NF4 Mistral 55% more;
+    bench/results/qlora-layers-ckpt-h200-2026-12-03.json, compute-mixtral-h200-2026-12-03.json)."""
     mb, seq, f, b, ckpt = row
     probed = replace(workload, seq_len=seq, micro_batch=mb, attention="sdpa", doc_tokens=None)
     af, ab = (x / model.num_layers for x in _attention_split(table, model, probed))

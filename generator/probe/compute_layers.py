@@ -8,9 +8,9 @@ weight gradient is not the forward's kernel. Priced op by op from the GEMM rows,
 layers are priced from these rows where the table has them (estimate.compute_time). Built as train.py builds a random
 init (`AutoModelForCausalLM.from_config`, bf16, SDPA, transformers' default experts implementation), on `mb x seq`
 tokens; variant `full` trains every weight, `frozen` none (LoRA's base: input gradients only). Each is timed once
-more with the layers under transformers' non-reentrant checkpointing (train.py's), since the recompute under the
-checkpoint's hooks costs more than a plain second forward where the host sets a layer's pace. On the CPU (tests) the
-widths are cut to a toy.
+more with the layers under transformers' non-reentrant checkpointing (train.py's): on one H200 that time is the
+forward twice plus the backward within 1-4% from 8,192 tokens up, but not below it (bench/results/qlora-layers-ckpt-
+h200-2026-12-03.json). On the CPU (tests) the widths are cut to a toy.
 """
 
 from __future__ import annotations
