@@ -9,10 +9,10 @@ import pytest
 from generator.estimate import Placement, Workload, estimate
 from generator.estimate.compute_complete import completed
 from generator.estimate.compute_source import table_for
-from generator.estimate.compute_table import from_document
+from generator.estimate.compute_table import from_document, host_layer_s, host_step_s
 from generator.estimate.compute_time import compute_time
 from generator.model import load_model
-from tests.test_estimate_operators import _doc, _slower
+from tests.test_estimate_operators import _doc, _host_row, _slower
 
 ONE = Placement(num_gpus_per_machine=1, gpu_name="NVIDIA H200", gpu_memory_gb=150.75, busbw_gbps=0)
 QUICK_TOKENS = 8192
@@ -83,3 +83,51 @@ def test_a_gpu_without_float8_gets_no_float8_rows_from_the_reference():
     table = completed(user, table_for("NVIDIA H200"))
     assert not any(dtype == "fp8" for dtype, _ in table.gemm) and not table.cast_ns_per_elem
     assert "float8 casts" not in table.filled
+
+
+def _eager_host_only(factor: float) -> dict:
+    """A full file whose host rows are the eager ones only (what the probe times), `factor` times the shipped's."""
+    doc = _full(1.3)
+    doc["host"] = [dict(r) for r in doc["host"] if not r["compiled"] and not r.get("liger")]
+    for r in doc["host"]:
+        for k in ("fwd_ms_per_layer", "fwdbwd_ms_per_layer", "step_ms"):
+            r[k] *= factor
+    return doc
+
+
+LEVERS = [(v, c, lig) for v in ("full", "lora") for c, lig in ((False, False), (True, False), (False, True))]
+
+
+def test_host_rows_the_file_did_not_time_take_this_cpus_ratio_to_the_reference():
+    ref = table_for("NVIDIA H200")
+    user = from_document(_eager_host_only(1.5), "eager-host.json")
+    table = completed(user, ref)
+    for lever in LEVERS:
+        if lever[1] or lever[2]:
+            want = tuple(1.5 * x for x in host_layer_s(ref, *lever))
+            assert host_layer_s(table, *lever) == pytest.approx(want)
+            assert host_step_s(table, *lever) == pytest.approx(1.5 * host_step_s(ref, *lever))
+            assert host_layer_s(table, *lever) != host_layer_s(table, lever[0], False)  # its own row, not the eager
+        else:
+            assert host_layer_s(table, *lever) == user.host[lever]
+            assert host_step_s(table, *lever) == user.host_step[lever]
+    assert "host rows of other levers (scaled by this CPU's measured ratio)" in table.filled
+
+
+def test_a_file_without_host_rows_takes_the_references_as_they_are():
+    ref = table_for("NVIDIA H200")
+    table = completed(from_document(_quick(_full(1.3)), "quick.json"), ref)
+    for lever in LEVERS:
+        assert host_layer_s(table, *lever) == host_layer_s(ref, *lever) != (0.0, 0.0)
+        assert host_step_s(table, *lever) == host_step_s(ref, *lever) > 0
+    assert "host rows (the CPU's: as measured with the reference)" in table.filled
+
+
+def test_host_rows_timed_at_zero_give_no_ratio_and_the_others_are_taken_as_they_are():
+    doc = _full(1.3)
+    doc["host"] = [_host_row("lora", False, 0.0, 0.0)]  # the depths' difference drowned in noise
+    ref = table_for("NVIDIA H200")
+    table = completed(from_document(doc, "zero-host.json"), ref)
+    assert host_layer_s(table, "lora", False) == (0.0, 0.0)
+    assert host_layer_s(table, "full", True) == host_layer_s(ref, "full", True)
+    assert "host rows of other levers (the CPU's: as measured with the reference)" in table.filled

@@ -59,3 +59,11 @@ def test_grid_covers_the_model_shapes():
     mixtral = load_model("mixtral-8x7b")
     assert grid.model_experts(mixtral) == [(8, 2, 4096, 2 * 14336), (8, 2, 14336, 4096)]
     assert (4096, 14336) not in grid.model_widths(mixtral)  # experts run grouped, not as dense Linears
+
+
+def test_quick_and_full_contradict_and_full_goes_with_compute():
+    r = probe("--device", "cpu", "--quick", "--full")
+    assert r.returncode == 2 and b"contradict" in r.stderr and b"Traceback" not in r.stderr
+    r = subprocess.run([sys.executable, "-m", "generator", "probe", "--device", "cpu", "--full"],
+                       cwd=ROOT, capture_output=True, timeout=60)  # fmt: skip
+    assert r.returncode == 2 and b"--full goes with --compute" in r.stderr

@@ -20,10 +20,11 @@ def register(subparsers, verb: str, help_text: str) -> argparse.ArgumentParser:
     p.add_argument(
         "--compute",
         action="store_true",
-        help="Measure this GPU's operator rates instead of links (a few minutes on an H200, each section "
-        "time-boxed; --quick about 30 s).",
+        help="Measure this GPU's operator rates instead of links (about a minute on an H200, each section "
+        "time-boxed; --quick about 20 s, --full two to three minutes).",
     )
     p.add_argument("--model", help="With --compute: also measure this model's exact shapes (preset, hub id, dir).")
+    p.add_argument("--full", action="store_true", help="With --compute: every grid and host row (2-3 minutes).")
     p.add_argument("--gpus", help="Comma list of GPU ids (PCI order) to probe; default all (CPU: 0,1).")
     p.add_argument("--quick", action="store_true", help="Few sizes, few repeats, few subsets (<30 s on 8 GPUs).")
     p.add_argument("--sizes", help=f"Message sizes (default {FULL_SIZES}; --quick {QUICK_SIZES}).")
@@ -111,11 +112,14 @@ def _run_compute(args) -> int:
 
         if not torch.cuda.is_available():
             raise UserError("no CUDA GPU visible to torch; use --device cpu to exercise the compute probe")
-    from generator.probe.compute import measure
+    from generator.probe.compute import FULL, QUICK, STANDARD, measure
     from generator.probe.compute_report import print_summary
 
+    if args.quick and args.full:
+        raise UserError("--quick and --full contradict each other; give one (the default is about a minute)")
+    effort = QUICK if args.quick else FULL if args.full else STANDARD
     console = Console(stderr=True)
-    doc = measure(args.device, model, args.quick, on_section=lambda name: console.print(f"measuring {name} ..."))
+    doc = measure(args.device, model, effort, on_section=lambda name: console.print(f"measuring {name} ..."))
     out = Console()
     print_summary(out, doc)
     if args.output:
@@ -129,6 +133,8 @@ def run(args) -> int:
         return _run_compute(args)
     if args.model:
         raise UserError("--model goes with --compute (the link probe measures no model)")
+    if args.full:
+        raise UserError("--full goes with --compute (the link probe's sizes are set by --sizes)")
     from rich.console import Console
     from rich.progress import Progress
 

@@ -7,8 +7,10 @@ launch-bound call); it has no host rows (no host floor) and no flex rows. On one
 2,048-token Qwen2.5-7B LoRA step at 4,253 tokens/s where the full probe's read 9,670. Completed, each missing shape
 takes the reference's rate times the median ratio of this file's rates to the reference's at the shapes it measured
 (per GEMM dtype and layout, per attention path), so the file still sets the level and the reference only the shape
-of the curve; the host rows (the CPU's, not the GPU's) are taken as they are. `ComputeTable.filled` names what was
-taken, and the plan says so.
+of the curve. The host rows are the CPU's, not the GPU's: a file without any takes the reference's as they are; one
+that timed some levers only (the eager layers) takes the others' at the median ratio of its host times to the
+reference's on the rows both have, which carries this CPU's speed to the levers it did not time.
+`ComputeTable.filled` names what was taken, and the plan says so.
 """
 
 from __future__ import annotations
@@ -71,6 +73,20 @@ def _attention(user: ComputeTable, ref: ComputeTable) -> tuple[dict, list[str]]:
     return out, filled
 
 
+def _host(user: ComputeTable, ref: ComputeTable) -> tuple[dict, dict, str | None]:
+    """(host, host_step, what was filled): the reference's rows the file lacks, at the ratio of its host times to the
+    reference's on the rows both have; as they are where none is shared."""
+    ratio = _ratio([(sum(v), sum(ref.host[k])) for k, v in user.host.items() if k in ref.host])
+    r = ratio or 1.0
+    host = {**{k: (f * r, b * r) for k, (f, b) in ref.host.items()}, **user.host}
+    step = {**{k: s * r for k, s in ref.host_step.items()}, **user.host_step}
+    if len(host) == len(user.host) and len(step) == len(user.host_step):
+        return host, step, None
+    what = "host rows of other levers" if len(host) > len(user.host) else "host time outside the layers"
+    how = "scaled by this CPU's measured ratio" if ratio else "the CPU's: as measured with the reference"
+    return host, step, f"{what if user.host else 'host rows'} ({how})"
+
+
 def completed(user: ComputeTable, ref: ComputeTable) -> ComputeTable:
     """`user` with its holes filled from `ref` (the shipped table, already scaled to the user's GPU)."""
     if user is ref:
@@ -80,9 +96,10 @@ def completed(user: ComputeTable, ref: ComputeTable) -> ComputeTable:
     if gemm_added:
         filled.insert(0, "GEMM shapes")
     changes: dict = {"gemm": gemm, "attention": attention}
-    if not user.host and ref.host:
-        changes.update(host=ref.host, host_step=ref.host_step)
-        filled.append("host rows (the CPU's: as measured with the reference)")
+    host, host_step, host_filled = _host(user, ref)
+    if host_filled:
+        changes.update(host=host, host_step=host_step)
+        filled.append(host_filled)
     layers = {k: faster_layer_rows(rows, ratio) for k, rows in ref.layers.items() if k not in user.layers}
     if layers:
         changes["layers"] = {**user.layers, **layers}

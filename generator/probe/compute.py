@@ -1,9 +1,9 @@
 """`probe --compute`: measure this GPU's operator rates (GEMMs by shape and dtype, float8 casts, MoE grouped GEMMs,
 attention by kernel path, HBM bandwidth) and return the compute-file document `plan --compute-file` reads.
 
-Sections run in order under their own time boxes (98 s in all on one H200 on 2026-12-01 with flex at 12 s, which cut
-the one-document-per-sequence flex shapes; now about 145 s with the MoE layers; --quick about 30 s); whatever a box
-cuts is listed under "skipped". Document (version 1; units in each key's name or in "units"):
+Sections run in order under their own time boxes, at one of three efforts (Effort below: about a minute by default,
+--quick about 20 s, --full two to three minutes); whatever a box cuts is listed under "skipped". Document (version
+1; units in each key's name or in "units"):
 
 {"version": 1, "kind": "compute", "gpu": str, "device": "cuda" | "cpu", "measured": true, "env": {...},
  "method": {...}, "units": {...}, "model": str | null,
@@ -33,9 +33,12 @@ VERSION = 1
 
 
 @dataclass(frozen=True)
-class Budget:
-    """Seconds per section."""
+class Effort:
+    """How much `probe --compute` measures: seconds per section (each a time box; what a box cuts is listed under
+    "skipped" and `plan --compute-file` takes it from the shipped table, scaled to what was measured:
+    generator/estimate/compute_complete.py), and the grid each section walks."""
 
+    name: str
     gemm_bf16: float
     gemm_fp8: float
     cast: float
@@ -44,24 +47,54 @@ class Budget:
     flex: float
     host: float
     layers: float
+    gemm_tokens: tuple[int, ...]
+    """GEMM token counts, in the order timed (the box cuts the last)."""
+    lora_tokens: tuple[int, ...]
+    cast_shapes: int
+    """How many of the cast shapes ((8192, hidden), (32768, hidden), (32768, 14336)), from the first."""
+    compiled_casts: bool
+    """torchao's casts as torch.compile fuses them (10-15 s of compile) or eager."""
+    attn_seqs: tuple[int, ...]
+    host_compiled: bool
+    """Also time the compiled layer's host rows (each compiles); else the eager rows (and Liger's, if the box
+    allows), the compiled ones scaled from the shipped table."""
+    host_rounds: int
+    """Interleaved rounds per host row (generator/probe/compute_host.py ROUNDS for the full probe)."""
 
 
-FULL = Budget(gemm_bf16=24.0, gemm_fp8=16.0, cast=12.0, grouped=6.0, attention=12.0, flex=36.0, host=150.0, layers=30.0)
-QUICK = Budget(gemm_bf16=8.0, gemm_fp8=6.0, cast=3.0, grouped=3.0, attention=5.0, flex=0.0, host=0.0, layers=0.0)
+FULL = Effort("full", gemm_bf16=24.0, gemm_fp8=16.0, cast=12.0, grouped=6.0, attention=12.0, flex=36.0, host=150.0,
+              layers=30.0, gemm_tokens=grid.CUDA_TOKENS, lora_tokens=grid.LORA_TOKENS, cast_shapes=3,
+              compiled_casts=True, attn_seqs=grid.ATTN_SEQS, host_compiled=True, host_rounds=12)  # fmt: skip
+"""--full: every grid (97-150 s on one H200 over six runs, 2026-12-03: host rows 52 s, bf16 GEMMs 20, casts 17, float8
+GEMMs 13, flex 11, SDPA 10, MoE layers 5)."""
+STANDARD = Effort("standard", gemm_bf16=10.0, gemm_fp8=6.0, cast=3.0, grouped=3.0, attention=7.0, flex=8.0,
+                  host=14.0, layers=4.0, gemm_tokens=grid.CUDA_TOKENS_STANDARD, lora_tokens=grid.LORA_TOKENS[:1],
+                  cast_shapes=1, compiled_casts=False, attn_seqs=grid.ATTN_SEQS, host_compiled=False,
+                  host_rounds=4)  # fmt: skip
+"""The default, about a minute: the full probe's levels at the shapes a fine-tune's step spends most in (GEMMs at
+2,048-32,768 tokens, flex over 1,024-token documents, the eager host rows at a third of the rounds). Its first run
+(one H200, 2026-12-03, compute-h200-2026-12-03-standard.json) took 79 s, 89 s from the command line: torch.compile's
+casts 15 s and flex's compile 16 s past their boxes, the host rows 17 s at six rounds; the casts are now timed
+eager (the compiled ones are completed from the shipped table at this GPU's bandwidth) and the host rows at four.
+Two runs so (2026-12-03, the pair around h200-x1-families-unseen-2026-12-03-b): 60.0 and 54.6 s inside the probe,
+71 and 62 s from the command line; on the fresh machine the first host row (with transformers' import) took the whole
+box, so the LoRA row, whose host floor binds most often, now runs first."""
+QUICK = Effort("quick", gemm_bf16=8.0, gemm_fp8=6.0, cast=3.0, grouped=3.0, attention=5.0, flex=0.0, host=0.0,
+               layers=0.0, gemm_tokens=grid.CUDA_TOKENS_QUICK, lora_tokens=grid.LORA_TOKENS[:1], cast_shapes=1,
+               compiled_casts=False, attn_seqs=grid.ATTN_SEQS_QUICK, host_compiled=False, host_rounds=0)  # fmt: skip
 """--quick: the GEMM, attention and HBM levels (21-24 s on one H200, 2026-12-03, 10 s of it a host section that
-measured nothing in its time box and is now skipped); what it leaves out, `plan --compute-file` takes from the
-shipped table scaled to the levels it measured (generator/estimate/compute_complete.py)."""
+measured nothing in its time box and is now skipped)."""
+EFFORTS = {e.name: e for e in (QUICK, STANDARD, FULL)}
 
 
-def _gemms(device: str, model: ModelSpec | None, quick: bool) -> tuple[list[grid.Gemm], list[grid.Gemm]]:
+def _gemms(device: str, model: ModelSpec | None, effort: Effort) -> tuple[list[grid.Gemm], list[grid.Gemm]]:
     """(dense GEMMs, LoRA GEMMs): the model's own shapes first, then the presets' grid."""
     if device != "cuda":
         return grid.cpu_grid(), grid.lora_grid(128, (8, 16), grid.CPU_TOKENS[:1])
-    tokens = grid.CUDA_TOKENS_QUICK if quick else grid.CUDA_TOKENS
     models = ([model] if model is not None else []) + grid.preset_models()
-    dense = grid.dense_grid(models, tokens)
+    dense = grid.dense_grid(models, effort.gemm_tokens)
     hidden = model.hidden_size if model is not None else 4096
-    lora = grid.lora_grid(hidden, grid.LORA_RANKS, grid.LORA_TOKENS[:1] if quick else grid.LORA_TOKENS)
+    lora = grid.lora_grid(hidden, grid.LORA_RANKS, effort.lora_tokens)
     return dense, lora
 
 
@@ -106,8 +139,8 @@ def env_info(device: str) -> dict:
     return env
 
 
-def measure(device: str, model: ModelSpec | None, quick: bool, on_section=None) -> dict:
-    """Run every section; `on_section(name)` is called before each (progress)."""
+def measure(device: str, model: ModelSpec | None, effort: Effort = STANDARD, on_section=None) -> dict:
+    """Run every section at `effort` (on the CPU always QUICK's sizes); `on_section(name)` is called before each."""
     import torch
 
     from generator.probe.compute_attention import attention_rows
@@ -139,12 +172,13 @@ def measure(device: str, model: ModelSpec | None, quick: bool, on_section=None) 
             torch.cuda.empty_cache()  # the previous section's large operands go back to the driver
 
     cuda = device == "cuda"
-    budget = QUICK if quick or not cuda else FULL
+    budget = effort if cuda else QUICK
+    quick = budget is QUICK
     clock = Clock.for_device(device)
     if cuda:
         torch.cuda.init()
     started = time.monotonic()
-    dense, lora = _gemms(device, model, quick)
+    dense, lora = _gemms(device, model, budget)
     doc: dict = {"gemm": {}, "skipped": clock.skipped}
     step("bf16 GEMMs")
     doc["gemm"]["bf16"] = gemm_rows(clock, dense + lora, "bf16", budget.gemm_bf16)
@@ -153,9 +187,10 @@ def measure(device: str, model: ModelSpec | None, quick: bool, on_section=None) 
     if why is None:
         doc["gemm"]["fp8"] = fp8_gemm_rows(clock, dense + lora, budget.gemm_fp8)
         h = model.hidden_size if model is not None else 4096
-        shapes = [(8192, h), (32768, h), (32768, 14336)] if not quick else [(32768, h)]
+        shapes = [(8192, h), (32768, h), (32768, 14336)] if budget.cast_shapes > 1 else [(32768, h)]
         step("float8 casts")
-        doc["fp8_cast"] = cast_rows(clock, shapes, compiled=not quick, budget_s=budget.cast)
+        doc["fp8_cast"] = cast_rows(clock, shapes[: budget.cast_shapes], compiled=budget.compiled_casts,
+                                    budget_s=budget.cast)  # fmt: skip
     else:
         doc["gemm"]["fp8"], doc["fp8_cast"] = [], []
         clock.skipped.append(f"fp8: {why}")
@@ -164,7 +199,7 @@ def measure(device: str, model: ModelSpec | None, quick: bool, on_section=None) 
     doc["grouped_gemm"] = grouped_rows(clock, _experts(device, model), tokens, budget.grouped)
     step("attention")
     layouts = grid.ATTN_LAYOUTS if cuda else ((4, 2), (4, 4))
-    seqs = (grid.ATTN_SEQS_QUICK if quick else grid.ATTN_SEQS) if cuda else (128, 256)
+    seqs = budget.attn_seqs if cuda else (128, 256)
     if model is not None and cuda and (model.num_heads, model.num_kv_heads) not in layouts:
         layouts = ((model.num_heads, model.num_kv_heads), *layouts)
     dim = 128 if cuda else 32
@@ -189,7 +224,8 @@ def measure(device: str, model: ModelSpec | None, quick: bool, on_section=None) 
         step("host time per layer (eager, compiled)")
         from generator.probe.compute_host import host_rows
 
-        doc["host"] = host_rows(clock, compiled=cuda and not quick, budget_s=budget.host if cuda else 60.0)
+        doc["host"] = host_rows(clock, compiled=cuda and budget.host_compiled, budget_s=budget.host if cuda else 60.0,
+                                rounds=budget.host_rounds or None)  # fmt: skip
     else:  # one row of four depths in interleaved rounds takes longer than --quick's whole budget
         doc["host"] = []
         clock.skipped.append("host rows: skipped under --quick (plan --compute-file takes the shipped table's)")
@@ -226,6 +262,7 @@ def measure(device: str, model: ModelSpec | None, quick: bool, on_section=None) 
             "measured_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "seconds": round(time.monotonic() - started, 1),
             "quick": quick,
+            "effort": budget.name,
             "sections_s": sections,
         },
         "units": {"ms": "milliseconds per call", "tflops": "1e12 FLOP/s", "gbps": "1e9 bytes/s"},

@@ -17,6 +17,9 @@ from generator.model.types import ModelSpec
 CUDA_TOKENS = (8192, 4096, 32768, 2048, 16384)
 """Token counts M of the GEMM grid on a GPU, in the order measured (a time box cuts the last token count, never a
 model): seq 4096 x micro-batch 1 and 2 first; the rate is flat beyond ~32k rows on an H100/H200."""
+CUDA_TOKENS_STANDARD = (8192, 2048, 32768)
+"""The default probe's: a 4,096 x 2 step, the short host-bound steps, and where the rate is flat; the completion
+(generator/estimate/compute_complete.py) scales the shipped table's rows at the others."""
 CUDA_TOKENS_QUICK = (8192,)
 CPU_TOKENS = (64, 256)
 """CPU mode: tiny sizes, for tests of the probe's plumbing."""

@@ -210,7 +210,7 @@ def _quartiles(v: list[float]) -> tuple[float, float, float]:
     return q[0], statistics.median(v), q[2]
 
 
-def _hf_row(clock: Clock, variant: str, compiled: bool, liger: bool = False) -> dict:
+def _hf_row(clock: Clock, variant: str, compiled: bool, liger: bool = False, rounds: int = ROUNDS) -> dict:
     """Per-layer host time: the slope of the median step time over DEPTHS (least squares), timed in interleaved
     rounds; the intercept is the step's host time outside the layers. Two depths and seven repeats (the former probe)
     read 7.8 and 3.9 ms for one layer on one machine five minutes apart (bench/results/host-rows-twice-h200-2026-12-03
@@ -237,14 +237,14 @@ def _hf_row(clock: Clock, variant: str, compiled: bool, liger: bool = False) -> 
             return loss.item()  # train.py reads the loss every step
 
         fns += [forward, step]
-    times = _interleaved(clock, fns, ROUNDS)
+    times = _interleaved(clock, fns, rounds)
     fwd_t, step_t = times[0::2], times[1::2]
     fwd, _ = _line(DEPTHS, [statistics.median(t) for t in fwd_t])
     total, rest = _line(DEPTHS, [statistics.median(t) for t in step_t])
     low, _ = _line(DEPTHS, [min(t) for t in step_t])
     q1, med, q3 = _quartiles(step_t[-1])
     return {"variant": variant, "compiled": compiled, "liger": liger, "layers": DEPTHS[-1] - DEPTHS[0],
-            "depths": list(DEPTHS), "rounds": ROUNDS, "burst": BURST, "tokens": TOKENS, "layer": "transformers",
+            "depths": list(DEPTHS), "rounds": rounds, "burst": BURST, "tokens": TOKENS, "layer": "transformers",
             "fwd_ms_per_layer": round(max(fwd, 0.0) * 1e3, 4), "fwdbwd_ms_per_layer": round(max(total, 0.0) * 1e3, 4),
             "step_ms": round(max(rest, 0.0) * 1e3, 4), "min_fwdbwd_ms_per_layer": round(max(low, 0.0) * 1e3, 4),
             "spread_pct": round(100.0 * (q3 - q1) / med, 1)}  # fmt: skip
@@ -267,7 +267,7 @@ def _have_transformers() -> bool:
     return True
 
 
-def host_rows(clock: Clock, compiled: bool, budget_s: float) -> list[dict]:
+def host_rows(clock: Clock, compiled: bool, budget_s: float, rounds: int | None = None) -> list[dict]:
     """Per-layer host time of the eager layer, full and LoRA, then (if `compiled`) the compiled layer, then the eager
     layer with Liger's kernels where liger-kernel is installed: transformers' own layer where it is installed (on a
     GPU), else the stand-in (no Liger rows)."""
@@ -277,13 +277,14 @@ def host_rows(clock: Clock, compiled: bool, budget_s: float) -> list[dict]:
     # rows come last (run first, they leaked its kernels into the compiled rows: 2026-12-03, 1.8x the host time).
     kinds = [(False, False)] + [(True, False)] * compiled + [(False, True)] * (real and _have_liger())
     for is_compiled, liger in kinds:
-        for variant in ("full", "lora"):
+        for variant in ("lora", "full"):  # LoRA first: its host floor binds most often (short LoRA steps)
             name = f"host {variant} compiled={is_compiled} liger={liger}"
             if time.monotonic() > t_end:
                 clock.skipped.append(f"{name}: time box")
                 continue
             try:
-                row = _hf_row(clock, variant, is_compiled, liger) if real else _variant_row(clock, variant, is_compiled)
+                row = (_hf_row(clock, variant, is_compiled, liger, rounds or ROUNDS) if real
+                       else _variant_row(clock, variant, is_compiled))  # fmt: skip
                 rows.append(row)
             except Exception as exc:  # no inductor toolchain, a transformers without Mistral, say
                 clock.skipped.append(f"{name}: {type(exc).__name__}: {str(exc)[:120]}")
