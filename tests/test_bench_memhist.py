@@ -1,6 +1,6 @@
 """bench/scripts/memhist.py's replay of an allocator trace: the peak, and what the window allocated alive at it."""
 
-from bench.scripts.memhist import replay
+from bench.scripts.memhist import replay, segments
 
 MB = 2**20
 
@@ -36,3 +36,29 @@ def test_library_frame_skips_torch_internals_to_the_model_line():
     out = replay([{"action": "alloc", "addr": 1, "size": MB, "frames": frames}], 0)
     assert out["at_peak"]["by_frame"][0]["where"].endswith("torch/_tensor.py:3 __mul__")
     assert out["at_peak"]["by_library_frame"][0]["where"] == "tuners/lora/layer.py:77 forward"
+
+
+def test_segments_count_holes_by_size_class_and_who_grew_the_pool():
+    def seg(total, blocks, filename):
+        return {"total_size": total, "allocated_size": sum(s for s, st in blocks if st == "active_allocated"),
+                "blocks": [{"size": s, "state": st} for s, st in blocks],
+                "frames": [{"filename": filename, "line": 1, "name": "f"}]}  # fmt: skip
+
+    segs = [
+        seg(1 * MB, [(MB // 2, "active_allocated"), (MB // 2, "inactive")], "/site/peft/a.py"),
+        seg(100 * MB, [(60 * MB, "active_allocated"), (30 * MB, "inactive"), (10 * MB, "inactive")], "/site/train.py"),
+        seg(3 * 2**30, [(3 * 2**30, "active_allocated")], "/site/transformers/b.py"),
+    ]
+    trace = [
+        _ev("segment_alloc", 1, 100 * MB, filename="/site/liger_kernel/loss.py"),
+        _ev("segment_alloc", 2, 50 * MB, filename="/site/liger_kernel/loss.py"),
+        _ev("segment_free", 2, 50 * MB),
+    ]
+    out = segments(segs, trace)
+    by = {r["class"]: r for r in out["by_size"]}
+    assert by["20-200 MB"]["holes_mb"] == 40.0 and by["20-200 MB"]["largest_hole_mb"] == 30.0
+    assert by["<=2 MB (small pool)"]["holes_mb"] == 0.5
+    assert by[">2 GB"]["holes_mb"] == 0.0 and by[">2 GB"]["allocated_mb"] == 3072.0
+    assert out["largest"][0]["mb"] == 3072.0
+    assert out["grown_in_window"] == [{"where": "site/liger_kernel/loss.py:1 f", "mb": 150.0, "segments": 2}]
+    assert out["released_in_window"] == {"mb": 50.0, "segments": 1}

@@ -12,6 +12,10 @@ Rank 0 writes <dir>/memhist.json:
     at_peak       the blocks allocated inside the window and alive at its peak, grouped three ways: by the innermost
                   frame (file:line function), by the innermost frame in model or library code (transformers, peft,
                   torchao, liger, training/, inductor's generated graphs) and by file; the largest groups first
+    segments      the caching allocator's segments at the window's end (what `reserved` counts): by size class, the
+                  bytes allocated and the holes (inactive blocks) inside them, the largest segments with their largest
+                  hole, and the segments cudaMalloc'd inside the window grouped by the library frame whose request
+                  grew the pool (for the QLoRA rows whose reserved memory does not follow the loss's blocks)
 """
 
 from __future__ import annotations
@@ -78,6 +82,60 @@ def replay(trace: list[dict], base: int) -> dict:
     }
 
 
+SIZE_CLASSES = ((2 << 20, "<=2 MB (small pool)"), (20 << 20, "2-20 MB"), (200 << 20, "20-200 MB"),
+                (2 << 30, "200 MB-2 GB"), (1 << 62, ">2 GB"))  # fmt: skip
+
+
+def _mb(b: int) -> float:
+    return round(b / 2**20, 1)
+
+
+def segments(segs: list[dict], trace: list[dict]) -> dict:
+    """The reserved pool at the window's end by size class (bytes, allocated, holes), its largest segments, and which
+    requests cudaMalloc'd new segments inside the window (the trace's segment_alloc events)."""
+    classes = {name: [0, 0, 0, 0, 0] for _, name in SIZE_CLASSES}  # segments, total, allocated, holes, largest hole
+    largest = []
+    for seg in segs:
+        total, alloc = int(seg.get("total_size", 0)), int(seg.get("allocated_size", 0))
+        holes = [int(b.get("size", 0)) for b in seg.get("blocks", []) if b.get("state") == "inactive"]
+        name = next(n for limit, n in SIZE_CLASSES if total <= limit)
+        c = classes[name]
+        c[0], c[1], c[2], c[3] = c[0] + 1, c[1] + total, c[2] + alloc, c[3] + sum(holes)
+        c[4] = max(c[4], max(holes, default=0))
+        largest.append((total, alloc, max(holes, default=0), _keys(seg.get("frames") or [])[1]))
+    grown: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    released = [0, 0]
+    for ev in trace:
+        if ev.get("action") == "segment_alloc":
+            g = grown[_keys(ev.get("frames") or [])[1]]
+            g[0], g[1] = g[0] + int(ev.get("size", 0)), g[1] + 1
+        elif ev.get("action") == "segment_free":
+            released[0], released[1] = released[0] + int(ev.get("size", 0)), released[1] + 1
+    return {
+        "by_size": [
+            {
+                "class": n,
+                "segments": c[0],
+                "mb": _mb(c[1]),
+                "allocated_mb": _mb(c[2]),
+                "holes_mb": _mb(c[3]),
+                "largest_hole_mb": _mb(c[4]),
+            }
+            for n, c in classes.items()
+            if c[0]
+        ],
+        "largest": [
+            {"mb": _mb(t), "allocated_mb": _mb(a), "largest_hole_mb": _mb(h), "created_by": w}
+            for t, a, h, w in sorted(largest, key=lambda x: -x[0])[:TOP]
+        ],
+        "grown_in_window": [
+            {"where": k, "mb": _mb(b), "segments": n}
+            for k, (b, n) in sorted(grown.items(), key=lambda kv: -kv[1][0])[:TOP]
+        ],
+        "released_in_window": {"mb": _mb(released[0]), "segments": released[1]},
+    }
+
+
 def install() -> None:
     import torch
     from torch.optim.optimizer import register_optimizer_step_post_hook
@@ -105,6 +163,10 @@ def install() -> None:
                 result = replay(snap["device_traces"][dev], state["base"])
                 result["window"]["torch_max_allocated_mb"] = round(torch.cuda.max_memory_allocated() / 2**20, 1)
                 result["window"]["events"] = len(snap["device_traces"][dev])
+                result["window"]["torch_max_reserved_mb"] = round(torch.cuda.max_memory_reserved() / 2**20, 1)
+                result["window"]["reserved_mb"] = round(torch.cuda.memory_reserved() / 2**20, 1)
+                segs = [s for s in snap["segments"] if s.get("device") == dev]
+                result["segments"] = segments(segs, snap["device_traces"][dev])
                 out.mkdir(parents=True, exist_ok=True)
                 (out / "memhist.json").write_text(json.dumps(result, indent=1))
 
