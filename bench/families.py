@@ -109,6 +109,17 @@ UNSEEN = (
     _family("qwen2.5-7b", "qlora", 4096, 4, True, False),
 )
 
+# Chosen on 2026-12-03 (sixth session) before any was run, each between two runs of the default probe (about a
+# minute) on its machine, so a row is priced by the file a user would have: Llama-2-7B LoRA (no GQA) with Liger,
+# Mixtral cut to 8 layers at 8,192 x 2 (a length no MoE row had), Llama-3-8B QLoRA with checkpointing (QLoRA's reserved
+# memory on a third family) and Qwen2.5-7B LoRA at 16,384 with flex and checkpointing (its 28/4 heads, a long row).
+UNSEEN_B = (
+    _family("llama-2-7b", "lora", 4096, 2, False, True),
+    _family("mixtral-8x7b", "lora", 8192, 2, False, False, layers=8),
+    _family("llama-3-8b", "qlora", 4096, 4, True, False),
+    _family("qwen2.5-7b", "lora", 16384, 1, True, True, attention="flex"),
+)
+
 FAMILY_CELLS: tuple[Cell, ...] = (
     MIXTRAL_QLORA,
     MIXTRAL_FULL_L4,
@@ -125,6 +136,7 @@ FAMILY_CELLS: tuple[Cell, ...] = (
     *HOST_PAIRED_B,
     *QWEN_PAIR,
     *UNSEEN,
+    *UNSEEN_B,
 )
 
 # (the plan's default pick, its runner-up): one lever apart, measured in the same call where the budget allows.
