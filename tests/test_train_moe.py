@@ -100,27 +100,82 @@ def test_dense_models_have_no_expert_modules():
     assert expert_modules(transformers.MistralForCausalLM(cfg)) == []
 
 
+def _split_of(fused):
+    def linear(w):
+        layer = torch.nn.Linear(w.shape[1], w.shape[0], bias=False)
+        layer.weight.data.copy_(w.detach())
+        return layer
+
+    n = fused.gate_up_proj.shape[0]
+    return Nf4Experts(
+        [linear(fused.gate_up_proj[e]) for e in range(n)], [linear(fused.down_proj[e]) for e in range(n)], fused.act_fn
+    )
+
+
+def _routing(n: int, tokens: int, seed: int):
+    torch.manual_seed(seed)
+    top_k_index = torch.stack([torch.randperm(n)[:2] for _ in range(tokens)])
+    top_k_index[: tokens // 2, 0] = 0  # an expert far busier than the rest, and (below) one that gets no token
+    top_k_index[top_k_index == n - 1] = 1 + (top_k_index[top_k_index == n - 1] % (n - 2))
+    top_k_index[:, 1] = torch.where(top_k_index[:, 1] == top_k_index[:, 0], (top_k_index[:, 0] + 1) % (n - 1),
+                                    top_k_index[:, 1])  # fmt: skip
+    return top_k_index, torch.softmax(torch.randn(tokens, 2), dim=-1)
+
+
 def test_per_expert_layers_compute_what_the_fused_experts_compute(mixtral_fp32):
     """The NF4 module's routing and sums, checked with plain Linear layers holding the fused weights exactly."""
     fused = mixtral_fp32.model.layers[1].mlp.experts
-    n = fused.gate_up_proj.shape[0]
-
-    def linear(w):
-        layer = torch.nn.Linear(w.shape[1], w.shape[0], bias=False)
-        layer.weight.data.copy_(w)
-        return layer
-
-    split = Nf4Experts(
-        [linear(fused.gate_up_proj[e]) for e in range(n)], [linear(fused.down_proj[e]) for e in range(n)], fused.act_fn
-    )
+    split = _split_of(fused)
     torch.manual_seed(1)
     hidden = torch.randn(24, 64)
-    top_k_index = torch.stack([torch.randperm(n)[:2] for _ in range(24)])
+    top_k_index = torch.stack([torch.randperm(split.num_experts)[:2] for _ in range(24)])
     top_k_weights = torch.softmax(torch.randn(24, 2), dim=-1)
     with torch.no_grad():
         expected = fused(hidden, top_k_index, top_k_weights)
         got = split(hidden, top_k_index, top_k_weights)
     torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_per_expert_layers_give_the_fused_experts_gradients(mixtral_fp32):
+    """Input, router-weight and weight gradients through the sorted dispatch equal the fused module's, with one
+    expert idle and one taking half the tokens."""
+    fused = mixtral_fp32.model.layers[0].mlp.experts
+    split = _split_of(fused)
+    n = fused.gate_up_proj.shape[0]
+    top_k_index, weights = _routing(n, 40, seed=3)
+    assert (top_k_index == n - 1).sum() == 0 and (top_k_index[:, 0] != top_k_index[:, 1]).all()
+    grads = []
+    for module in (fused, split):
+        hidden = torch.randn(40, 64, generator=torch.Generator().manual_seed(4)).requires_grad_()
+        w = weights.clone().requires_grad_()
+        module.zero_grad()
+        (module(hidden, top_k_index, w) ** 2).sum().backward()
+        grads.append((hidden.grad, w.grad))
+    torch.testing.assert_close(grads[1], grads[0], rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(split.down[0].weight.grad, fused.down_proj.grad[0], rtol=1e-5, atol=1e-5)
+    assert split.down[n - 1].weight.grad is None  # the idle expert ran nothing
+
+
+def test_dispatch_reads_the_host_once_a_layer_not_once_an_expert(mixtral_fp32):
+    """No nonzero / item in the forward (each a host synchronisation on a GPU; transformers' loop runs one per
+    routed expert): the expert counts are the one read."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Ops(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.seen: list[str] = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.seen.append(func.__name__)
+            return func(*args, **(kwargs or {}))
+
+    split = _split_of(mixtral_fp32.model.layers[0].mlp.experts)
+    top_k_index, weights = _routing(split.num_experts, 32, seed=5)
+    with torch.no_grad(), Ops() as ops:
+        split(torch.randn(32, 64), top_k_index, weights)
+    reads = [op for op in ops.seen if op.split(".")[0] in ("nonzero", "_local_scalar_dense", "item")]
+    assert reads == [] and any(op.startswith("bincount") for op in ops.seen)
 
 
 # -- QLoRA random init, layer by layer ----------------------------------------------------------------------------

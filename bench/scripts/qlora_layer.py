@@ -5,10 +5,11 @@ stream is fp32), timed forward, forward + backward and forward + backward under 
 checkpointing, under train.py's bf16 autocast, input gradients only (the base is frozen; LoRA's adapters are priced
 apart, as for the probe's `frozen` rows).
 
-Why: an MoE QLoRA layer runs its experts in a Python loop (one host synchronisation per layer and one per expert,
-bitsandbytes' dequantisation per expert and use); no operator row of `probe --compute` prices that loop, and the
-dequantisation constant fitted on dense QLoRA rows carried it by accident (bench/README.md, next calls). The rows
-are timed at two token counts so the estimator can separate the loop's fixed cost from its per-token cost.
+Why: an MoE QLoRA layer runs its experts in a Python loop (one host synchronisation per layer and, until train.py's
+sorted dispatch of 2026-12-03, one per expert; bitsandbytes' dequantisation per expert and use); no operator row of
+`probe --compute` prices that loop, and the dequantisation constant fitted on dense QLoRA rows carried it by accident
+(bench/README.md, next calls). The rows are timed at two token counts so the estimator can separate the loop's fixed
+cost from its per-token cost.
 
     python bench/scripts/qlora_layer.py --model mixtral-8x7b --tokens 1x2048 2x4096 --out qlora-layers.json
 
