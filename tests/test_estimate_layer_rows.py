@@ -114,4 +114,6 @@ def test_the_bench_script_writes_qlora_rows_the_table_reads(tmp_path):
     doc["layers"] = rows
     (rows_read,) = from_document(doc, "cpu rows").layers.values()
     assert [(mb, seq) for mb, seq, *_ in rows_read] == [(1, 16), (2, 16)]
-    assert all(ckpt is not None and ckpt > 0 for *_, ckpt in rows_read)  # timed under checkpointing too
+    # timed under checkpointing too; a toy layer's time on a loaded CPU is noise, so only its presence is checked
+    # (the probe reads a depth difference below zero as zero)
+    assert all(ckpt is not None and ckpt >= 0 for *_, ckpt in rows_read)

@@ -29,14 +29,13 @@ def test_the_fit_recovers_a_layer_cost_from_noisy_depths():
     assert intercept == pytest.approx(0.0033, abs=2e-4)
 
 
-def test_the_real_layer_row_on_cpu(monkeypatch):
+def test_the_real_layer_row_on_cpu():
     """transformers' own tiny Mistral at four depths: a row the compute table reads, with the host's spread."""
     pytest.importorskip("transformers")
     pytest.importorskip("peft")
     from generator.estimate.compute_table import host_tables
 
-    monkeypatch.setattr(compute_host, "ROUNDS", 3)
-    row = compute_host._hf_row(Clock("cpu"), "lora", compiled=False)
+    row = compute_host._hf_row(Clock("cpu"), "lora", compiled=False, rounds=3)
     assert row["depths"] == list(compute_host.DEPTHS) and row["rounds"] == 3
     assert row["fwdbwd_ms_per_layer"] > row["fwd_ms_per_layer"] > 0
     assert row["step_ms"] >= 0 and row["min_fwdbwd_ms_per_layer"] >= 0 and row["spread_pct"] >= 0
