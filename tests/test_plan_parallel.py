@@ -52,7 +52,8 @@ def test_no_data_parallel_plan_fits_the_131k_8b_lora_on_hgx():
     p = Placement(8, plan.gpu_name, 150.75, 339.0)
     rows = estimate_all(plan.model, lean, p)
     assert rows and not any(e.fits for e in rows)
-    assert min(e.reserved_gb for e in rows) > 3 * placement.capacity_gb
+    # far past the budget (more than twice it), not a rounding matter: context parallel is what makes it fit
+    assert min(e.reserved_gb for e in rows) > 2 * placement.capacity_gb
 
 
 @pytest.mark.parametrize("seq", [65536, 131072])

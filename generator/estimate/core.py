@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from generator.catalog import strategies as catalog
-from generator.estimate.activations import LOSS_BACKWARD_BYTES, activation_terms
+from generator.estimate.activations import LOSS_BACKWARD_BYTES, activation_terms, residual_bytes
 from generator.estimate.comm import communication
 from generator.estimate.compute_source import table_for, table_note
 from generator.estimate.hardware import gpu_known
+from generator.estimate.moe import is_moe, mlp_element_bytes
 from generator.estimate.precision import transient_fp8_bytes
 from generator.estimate.scripts import liger_fused_loss, script_facts
 from generator.estimate.states import PHASES, cpu_bytes_per_machine, model_states
@@ -42,15 +43,22 @@ FRAGMENTATION = {
     # checkpointing DDP's own 0.03.
     "fused_head_ddp": (0.03, 0.022),
 }
-# Reserved memory beyond the allocated bytes at the loss, per GB of the loss's transient tensors (the logits' fp32
-# upcast, log-softmax and its gradients: activations.LOSS_BACKWARD_BYTES per token per vocabulary entry): freed
-# blocks that large stay cached and only partly serve the smaller requests that follow, so reserved follows the
-# sequence length where the peak is at the loss (LoRA/QLoRA). reserved = the larger of the fragmentation factor above
-# on the peak and this term over the allocation at the start of backward. Fitted on the sweep's fit rows (1x H200,
-# bf16-loaded LoRA/QLoRA with checkpointing, s8192-s32768) and the matrix's fp32 LoRA s4096 rows: DDP 0.75
-# (measured 0.57-0.88 on DDP/single-GPU rows); FSDP2 2.65 from its one long-sequence row (LoRA s16384, 46.6 GB
-# reserved on 29.3 allocated: FSDP2's all-gather stream keeps a pool of its own). DeepSpeed: DDP's value, assumed.
-LOSS_RESERVE = {"ddp": 0.75, "fsdp": 2.65, "deepspeed": 0.75}
+# Reserved memory beyond the allocated bytes at the start of backward, where the loss builds logits-sized blocks
+# (neither Liger's fused loss nor TRL's chunked head): freed, they stay cached and are split by the layers' backward,
+# whose F-wide MLP intermediates (gate, up, the activation, their product and gradients, in the MLP's dtype,
+# moe.mlp_element_bytes; for an MoE the tokens one expert sees, tokens x top-k / experts) then leave holes no later
+# request fits. reserved = the larger of the fragmentation factor above on the peak and this term over the allocation
+# at the start of backward. DDP and DeepSpeed: MLP_HOLES F-wide intermediates per token. Minimax on the fit rows where
+# the term binds (1x H200 Mistral-7B LoRA and QLoRA with checkpointing at 4,096-32,768 tokens, the matrix's fp32 LoRA
+# rows; bench/REPORT.md): 9 puts the twelve within 5.3% (8: 6.7%, 10: 6.2%). It replaced, on 2026-12-03, a term per
+# vocabulary entry (0.75 x the loss's 12 B per token and entry, fitted on the same 32k-vocabulary rows, where the two
+# cannot be told apart), which put three unseen QLoRA rows 13-18% high or low: their holes were 9.5-10.5 GB whether
+# the vocabulary had 32k, 128k or 152k entries (Llama-2-13B, Llama-3-8B, Qwen2.5-7B); those rows showed the form, so
+# they no longer check it blind. FSDP2 keeps a pool of its own for its all-gather stream: 2.65 per GB of the loss's
+# blocks (activations.LOSS_BACKWARD_BYTES per token and vocabulary entry), from its one long-sequence row (LoRA
+# s16384, 46.6 GB reserved on 29.3 allocated).
+MLP_HOLES = 9.0
+FSDP_LOSS_RESERVE = 2.65
 # Outside the allocator entirely (max_memory_allocated never sees them), but they take GPU memory:
 CUDA_CONTEXT_GB = 0.6  # CUDA context + cuBLAS/cuDNN workspaces with lazy module loading (predicted)
 NCCL_BUFFERS_GB = 0.5  # NCCL channel buffers per process in a multi-GPU job (predicted)
@@ -114,13 +122,23 @@ def _memory(model: ModelSpec, workload: Workload, placement: Placement, strategy
 
 
 def reserved_gb(model: ModelSpec, workload: Workload, strategy: str, peak_gb: float, loss_phase_gb: float) -> float:
-    """Predicted max_memory_reserved: fragmentation on the peak, or the loss's cached blocks (LOSS_RESERVE)."""
+    """Predicted max_memory_reserved: fragmentation on the peak, or the holes the loss's cached blocks leave."""
     with_ckpt, without = FRAGMENTATION[_fragmentation_family(strategy, workload)]
     fragmented = peak_gb * (1 + (with_ckpt if workload.grad_checkpointing else without))
+    return max(fragmented, loss_phase_gb + _loss_holes_gb(model, workload, strategy))
+
+
+def _loss_holes_gb(model: ModelSpec, workload: Workload, strategy: str) -> float:
+    """GB reserved beside the allocation at the start of backward (MLP_HOLES, FSDP_LOSS_RESERVE)."""
+    if _loss_fused(workload):
+        return 0.0
     tokens = workload.seq_len * workload.micro_batch
-    loss_gb = 0.0 if _loss_fused(workload) else LOSS_BACKWARD_BYTES * model.vocab_size * tokens
-    framework = catalog.strategy(strategy).framework
-    return max(fragmented, loss_phase_gb + LOSS_RESERVE[framework] * loss_gb / 1e9)
+    if catalog.strategy(strategy).framework == "fsdp":
+        return FSDP_LOSS_RESERVE * LOSS_BACKWARD_BYTES * model.vocab_size * tokens / 1e9
+    if is_moe(model):
+        tokens = tokens * model.experts_per_token / model.num_experts
+    element = mlp_element_bytes(workload.method, residual_bytes(workload, strategy))
+    return MLP_HOLES * tokens * model.intermediate_size * element / 1e9
 
 
 def _notes(model: ModelSpec, workload: Workload, placement: Placement, strategy: str, phase: str) -> list[str]:
