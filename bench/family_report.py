@@ -33,6 +33,11 @@ def mae_rows(held_mem: list, held_tput: list) -> list[list[str]]:
     fam = mean_abs([t[2] for t in held_tput if t[0].model != ANCHOR_MODEL])
     anchor = mean_abs([t[2] for t in held_tput if t[0].model == ANCHOR_MODEL])
     out.append(["tokens/s", f"{VALIDATION_TPS_TOL:.0f}%", _cell(fam), _cell(anchor)])
+    # what sets the pace, by the estimator's own verdict: a host-bound step's speed is its machine's CPU's
+    for bound, name in ((False, "GPU-bound steps"), (True, "host-bound steps")):
+        fam = mean_abs([t[2] for t in held_tput if t[0].model != ANCHOR_MODEL and t[1].host_bound == bound])
+        anchor = mean_abs([t[2] for t in held_tput if t[0].model == ANCHOR_MODEL and t[1].host_bound == bound])
+        out.append([f"tokens/s, {name}", f"{VALIDATION_TPS_TOL:.0f}%", _cell(fam), _cell(anchor)])
     return out
 
 

@@ -108,6 +108,9 @@ def test_report_scores_families_beside_the_anchors_and_each_pick_against_its_run
     section = md.split("## Families beyond Mistral")[1].split("\n## ")[0]
     assert "| allocated | 5% |" in section and "(2 rows)" in section
     assert "Mistral validation rows" in section
+    # both steps are long (8,192 x 2): the estimator calls them GPU-bound, so no family row is host-bound
+    assert "| tokens/s, GPU-bound steps | 10% |" in section and "| tokens/s, host-bound steps | 10% | - |" in section
+    assert section.split("GPU-bound steps | 10% | ")[1].split("|")[0].strip().endswith("(2 rows)")
     assert pick.key not in section  # rows are named by label
     (ru_row,) = load_rows({"s.json": {"machine": "h200-x1", "cells": {runner_up.key: cells[runner_up.key]}}})
     picks_pick = e.tokens_per_s_per_gpu >= predict(ru_row, {}).tokens_per_s_per_gpu
