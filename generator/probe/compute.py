@@ -39,6 +39,7 @@ class Effort:
     generator/estimate/compute_complete.py), and the grid each section walks."""
 
     name: str
+    """quick | standard | full, written to the file as method.effort."""
     gemm_bf16: float
     gemm_fp8: float
     cast: float
@@ -47,6 +48,7 @@ class Effort:
     flex: float
     host: float
     layers: float
+    """The eight above: each section's time box in seconds (a row started inside its box runs to its end)."""
     gemm_tokens: tuple[int, ...]
     """GEMM token counts, in the order timed (the box cuts the last)."""
     lora_tokens: tuple[int, ...]
@@ -76,15 +78,15 @@ STANDARD = Effort("standard", gemm_bf16=10.0, gemm_fp8=6.0, cast=3.0, grouped=3.
 (one H200, 2026-12-03, compute-h200-2026-12-03-standard.json) took 79 s, 89 s from the command line: torch.compile's
 casts 15 s and flex's compile 16 s past their boxes, the host rows 17 s at six rounds; the casts are now timed
 eager (the compiled ones are completed from the shipped table at this GPU's bandwidth) and the host rows at four.
-Two runs so (2026-12-03, the pair around h200-x1-families-unseen-2026-12-03-b): 60.0 and 54.6 s inside the probe,
-71 and 62 s from the command line; on the fresh machine the first host row (with transformers' import) took the whole
-box, so the LoRA row, whose host floor binds most often, now runs first."""
+Two runs of that (2026-12-03, the pair around h200-x1-families-unseen-2026-12-03-b): 60.0 and 54.6 s inside the
+probe, 71 and 62 s from the command line; on the fresh machine the first host row (with transformers' import) took
+the whole 12 s box, so the LoRA row, whose host floor binds most often, now runs first, in a box of 14 s (not yet
+run on a GPU)."""
 QUICK = Effort("quick", gemm_bf16=8.0, gemm_fp8=6.0, cast=3.0, grouped=3.0, attention=5.0, flex=0.0, host=0.0,
                layers=0.0, gemm_tokens=grid.CUDA_TOKENS_QUICK, lora_tokens=grid.LORA_TOKENS[:1], cast_shapes=1,
                compiled_casts=False, attn_seqs=grid.ATTN_SEQS_QUICK, host_compiled=False, host_rounds=0)  # fmt: skip
-"""--quick: the GEMM, attention and HBM levels (21-24 s on one H200, 2026-12-03, 10 s of it a host section that
-measured nothing in its time box and is now skipped)."""
-EFFORTS = {e.name: e for e in (QUICK, STANDARD, FULL)}
+"""--quick: the GEMM, attention and HBM levels (one H200, 2026-12-03: 12.6 s inside the probe, 18 s from the command
+line, compute-h200-2026-12-03-quick-e.json)."""
 
 
 def _gemms(device: str, model: ModelSpec | None, effort: Effort) -> tuple[list[grid.Gemm], list[grid.Gemm]]:
