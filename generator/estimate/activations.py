@@ -39,6 +39,13 @@ from generator.model.types import ModelSpec
 # Gradient buffers alive at once inside one layer's backward: at the SwiGLU product, d(silu out) and d(up) (2F each)
 # beside the incoming gradient; the attention side is smaller. Derived from the op graph, not measured.
 BACKWARD_TRANSIENT_F_BYTES = 4.0
+# An adapted down_proj's backward on a bf16 base under autocast, per token and F: lora_A's bf16 input gradient and
+# its fp32 cast back to the adapters' dtype, and with dropout dropout's fp32 gradient beside that cast, before the
+# sum reaches the base's input gradient. Counted on the CPU by what autograd allocates
+# (tests/test_estimate_lora_transient.py: 6.0 and 8.0 bytes, the frozen base alone 2.25); larger than the SwiGLU
+# product's, so it sets the layer's backward peak. TRL's all-linear LoRA at 8,192 tokens read -5.4% allocated
+# before, -3.1% with it; no row was fitted.
+LORA_DOWN_TRANSIENT_F_BYTES = {False: 6.0, True: 8.0}  # keyed by dropout > 0
 # Loss terms in bytes per token per vocabulary entry (ForCausalLMLoss: logits.float() then cross_entropy).
 LOSS_FORWARD_BYTES = 10.0  # while the loss is computed: bf16 logits 2 + fp32 upcast 4 + log-softmax kept by nll 4
 LOSS_BACKWARD_BYTES = 12.0  # loss backward: log-softmax 4 + d(log-softmax) 4 + d(logits) 4, beside the kept logits
@@ -133,6 +140,15 @@ def lora_saved_delta_per_token(
     return float(adapted - counted - frozen_norms)
 
 
+def _transient_f_bytes(model: ModelSpec, workload: Workload, residual: int) -> float:
+    """Bytes per token and F of one layer's backward transient (BACKWARD_TRANSIENT_F_BYTES, or an adapted down_proj's
+    on a bf16 base: LORA_DOWN_TRANSIENT_F_BYTES; an MoE's experts are not adapted)."""
+    lora_down = workload.method == "lora" and residual == 2 and not model.num_experts
+    if lora_down and "down" in adapted_targets(model, workload.lora_targets):
+        return max(BACKWARD_TRANSIENT_F_BYTES, LORA_DOWN_TRANSIENT_F_BYTES[workload.lora_dropout > 0])
+    return BACKWARD_TRANSIENT_F_BYTES
+
+
 def _expert_casts(model: ModelSpec, workload: Workload) -> tuple[bool, bool]:
     """(alive at the loss, alive in a layer's backward) for the bf16 copies of fp32 MoE experts. Only train.py makes
     them (training/moe.py casts per forward: the other scripts run fp32 experts, no copy); they are not autocast's
@@ -207,7 +223,9 @@ def activation_terms(model: ModelSpec, workload: Workload, strategy: str) -> dic
     loss_bwd = 0.0 if liger_loss else LOSS_BACKWARD_BYTES * model.vocab_size * tokens
     if script_facts(workload.script).fused_lm_head:  # no logits kept: the loss's terms are the fused head's
         kept, (loss_fwd, loss_bwd) = 0.0, fused_head_bytes(model, workload)
-    transient = BACKWARD_TRANSIENT_F_BYTES * model.intermediate_size * tokens * backward_transient_routes(model)
+    transient = (
+        _transient_f_bytes(model, workload, r) * model.intermediate_size * tokens * backward_transient_routes(model)
+    )
     # fp32 weights under autocast: autocast caches a bf16 copy of every fp32 leaf weight it casts until the forward's
     # autocast region exits, so the copies of all matmul weights are alive at the loss (measured +14.0 GB for
     # Mistral-7B, see tests/test_estimate_gpu.py); late in backward one layer's recomputed casts are alive.
