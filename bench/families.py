@@ -120,6 +120,15 @@ UNSEEN_B = (
     _family("qwen2.5-7b", "lora", 16384, 1, True, True, attention="flex"),
 )
 
+# Chosen on 2026-12-03 (sixth session) before any was run, after the reserved holes beside the plain loss became
+# MLP_HOLES (generator/estimate/core.py), whose form three QLoRA rows showed: checkpointed rows with the plain loss on
+# lengths and models that rule has not met, for a blind check of it.
+UNSEEN_C = (
+    _family("llama-3-8b", "qlora", 8192, 2, True, False),
+    _family("qwen2.5-7b", "lora", 4096, 4, True, False),
+    _family("llama-2-13b", "lora", 4096, 2, True, False),
+)
+
 FAMILY_CELLS: tuple[Cell, ...] = (
     MIXTRAL_QLORA,
     MIXTRAL_FULL_L4,
@@ -137,6 +146,7 @@ FAMILY_CELLS: tuple[Cell, ...] = (
     *QWEN_PAIR,
     *UNSEEN,
     *UNSEEN_B,
+    *UNSEEN_C,
 )
 
 # (the plan's default pick, its runner-up): one lever apart, measured in the same call where the budget allows.
