@@ -42,7 +42,7 @@ BACKWARD_TRANSIENT_F_BYTES = 4.0
 # An adapted down_proj's backward on a bf16 base under autocast, per token and F: lora_A's bf16 input gradient and
 # its fp32 cast back to the adapters' dtype, and with dropout dropout's fp32 gradient beside that cast, before the
 # sum reaches the base's input gradient. Counted on the CPU by what autograd allocates
-# (tests/test_estimate_lora_transient.py: 6.0 and 8.0 bytes, the frozen base alone 2.25); larger than the SwiGLU
+# (tests/test_estimate_lora_transient.py: 6.0 and 8.0 bytes, the frozen base alone about 2); larger than the SwiGLU
 # product's, so it sets the layer's backward peak. TRL's all-linear LoRA at 8,192 tokens read -5.4% allocated
 # before, -3.1% with it; no row was fitted.
 LORA_DOWN_TRANSIENT_F_BYTES = {False: 6.0, True: 8.0}  # keyed by dropout > 0

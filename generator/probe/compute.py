@@ -175,7 +175,6 @@ def measure(device: str, model: ModelSpec | None, effort: Effort = STANDARD, on_
 
     cuda = device == "cuda"
     budget = effort if cuda else QUICK
-    quick = budget is QUICK
     clock = Clock.for_device(device)
     if cuda:
         torch.cuda.init()
@@ -263,7 +262,7 @@ def measure(device: str, model: ModelSpec | None, effort: Effort = STANDARD, on_
             "fully trained (generator/probe/compute_layers.py)",
             "measured_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "seconds": round(time.monotonic() - started, 1),
-            "quick": quick,
+            "quick": budget is QUICK,
             "effort": budget.name,
             "sections_s": sections,
         },
