@@ -77,7 +77,7 @@ def experts_note(model_type: str) -> str:
     return (
         f"train.py: note: {model_type}'s experts are 3-D parameters, not nn.Linear, so autocast does not cast them; "
         "train.py casts their fp32 weights to bf16 in each forward, as autocast does for the Linear layers (fp32 "
-        "masters and AdamW states kept; without the cast every expert GEMM would run in fp32, issue 26)"
+        "masters and AdamW states kept; without the cast every expert GEMM would run in fp32)"
     )
 
 
