@@ -17,6 +17,7 @@ import shlex
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from bench.harness import bench_model_config
 from bench.holdout import TRL_CLI_FIT_KEYS, VALIDATION_KEYS
 from bench.run_matrix import BENCH_DOC_TOKENS
 from bench.wires import NVLINK, WIRE_VALIDATION_KEYS, busbw_by_wire, wire_of
@@ -97,7 +98,8 @@ class Row:
     lora_dropout: float = 0.0
     """LoRA dropout (TRL's CLI default 0.05; the other bench scripts 0)."""
     model: str = MODEL
-    """The generator preset that ran (sweep rows name theirs; every earlier row is Mistral-7B)."""
+    """The generator preset or bench model (bench/models) that ran (sweep rows name theirs; every earlier row is
+    Mistral-7B)."""
     layers: int | None = None
     """The preset cut to its first N decoder layers (bench/families.py); None: the whole model."""
     host: tuple = field(default=(), compare=False)  # dicts: no part of the row's identity or hash
@@ -107,9 +109,11 @@ class Row:
     @property
     def spec(self) -> ModelSpec:
         """The model the row's prediction is for: the preset, with its layer count cut as the run's config was."""
-        if self.layers is None:
+        bench_model = bench_model_config(self.model)
+        if self.layers is None and bench_model is None:
             return load_model(self.model)
-        return spec_from_config({**preset_config(self.model), "num_hidden_layers": self.layers}, self.model)
+        config = bench_model or preset_config(self.model)
+        return spec_from_config({**config, "num_hidden_layers": self.layers or config["num_hidden_layers"]}, self.model)
 
     @property
     def unmodelled(self) -> bool:
@@ -289,8 +293,14 @@ def _trial_rows(name: str, data: dict) -> list[Row]:
 
 
 def _superseded(files: dict[str, dict]) -> set[tuple[str, str]]:
-    """(file, cell key) pairs a later sweep file measured again: its `supersedes` names the earlier file."""
-    return {(d["supersedes"], key) for d in files.values() if "supersedes" in d for key in d["cells"]}
+    """(file, cell key) pairs a later sweep file measured again: its `supersedes` names the earlier file, or a list
+    of them where the fix made every earlier run of its cells stale (train.py's code path changed under them)."""
+    pairs = set()
+    for d in files.values():
+        earlier = d.get("supersedes") or []
+        for name in [earlier] if isinstance(earlier, str) else earlier:
+            pairs |= {(name, key) for key in d["cells"]}
+    return pairs
 
 
 def load_rows(files: dict[str, dict]) -> list[Row]:
