@@ -10,6 +10,11 @@ Steps are counted by a global optimizer step hook, so the script itself is uncha
     <dir>/cuda.txt        key_averages by device time (top 60)
     <dir>/cpu.txt         key_averages by host self time (top 40)
     <dir>/trace.json.gz   the Chrome trace (kept only under 60 MB)
+
+    python bench/scripts/profiler.py DIR/trace.json.gz > DIR/gaps.json
+prints, per profiled step of a saved trace, where the GPU sat idle: the gaps between its kernels by size (a
+launch-bound step idles in thousands of gaps under 100 us, a step that waits on the host or a sync in a few long
+ones) and the host op running in the middle of each of the longest gaps.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import gzip
 import json
 import os
 import shutil
+import sys
 from pathlib import Path
 
 HOST_CALLS = ("cudaMalloc", "cudaFree", "cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaMemcpyAsync",
@@ -108,3 +114,60 @@ def install() -> None:
                     summarise(prof, out)
 
     register_optimizer_step_post_hook(hook)
+
+
+GAP_BINS_US = (10, 50, 100, 1000, 10_000)
+"""Upper edges of the idle-gap size classes (microseconds); the last class holds everything longer."""
+
+
+def idle_gaps(kernels: list[tuple[float, float]], start: float, end: float) -> list[tuple[float, float]]:
+    """The intervals of [start, end) that no kernel covers (times in the trace's microseconds)."""
+    gaps, edge = [], start
+    for a, b in sorted(kernels):
+        if a > edge:
+            gaps.append((edge, min(a, end)))
+        edge = max(edge, b)
+        if edge >= end:
+            break
+    if edge < end:
+        gaps.append((edge, end))
+    return [(a, b) for a, b in gaps if b > a]
+
+
+def gap_summary(trace: dict, longest: int = 8) -> list[dict]:
+    """Per ProfilerStep of a Chrome trace: wall, GPU-busy and idle ms, the idle split by gap size, and the host ops
+    under the longest gaps."""
+    events = [e for e in trace.get("traceEvents", []) if e.get("ph") == "X"]
+    device = ("kernel", "gpu_memcpy", "gpu_memset")
+    kernels = [(e["ts"], e["ts"] + e["dur"]) for e in events if e.get("cat") in device]
+    ops = [e for e in events if e.get("cat") == "cpu_op"]
+    steps = [e for e in events if e.get("name", "").startswith("ProfilerStep") and e.get("cat") not in device
+             and e.get("cat") != "gpu_user_annotation"]  # fmt: skip
+    out = []
+    for step in sorted(steps, key=lambda e: e["ts"]):
+        a, b = step["ts"], step["ts"] + step["dur"]
+        gaps = idle_gaps([k for k in kernels if k[1] > a and k[0] < b], a, b)
+        classes: dict[str, list] = {}
+        for x, y in gaps:
+            edge = next((f"<{u}us" for u in GAP_BINS_US if y - x < u), f">={GAP_BINS_US[-1]}us")
+            n, ms = classes.get(edge, (0, 0.0))
+            classes[edge] = (n + 1, ms + (y - x) / 1e3)
+        worst = sorted(gaps, key=lambda g: g[0] - g[1])[:longest]
+        under = [
+            dict(at_ms=round((x - a) / 1e3, 1), idle_ms=round((y - x) / 1e3, 2),
+                 host=[o["name"] for o in ops if o["ts"] <= (x + y) / 2 <= o["ts"] + o["dur"]][:3])
+            for x, y in sorted(worst)
+        ]  # fmt: skip
+        idle = sum(y - x for x, y in gaps) / 1e3
+        out.append(dict(step=step["name"], wall_ms=round(step["dur"] / 1e3, 2), idle_ms=round(idle, 2),
+                        gpu_busy_ms=round(step["dur"] / 1e3 - idle, 2),
+                        gaps={k: [n, round(ms, 2)] for k, (n, ms) in classes.items()}, longest=under))  # fmt: skip
+    return out
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        raise SystemExit("usage: python bench/scripts/profiler.py TRACE.json[.gz]")
+    opener = gzip.open if sys.argv[1].endswith(".gz") else open
+    with opener(sys.argv[1], "rt") as f:
+        print(json.dumps(gap_summary(json.load(f)), indent=1))
