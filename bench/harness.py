@@ -15,6 +15,20 @@ SAFE_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "N
 """Never NVLink multicast on the lent machines (device README): every launched process gets these."""
 
 
+BENCH_MODELS = REPO / "bench" / "models"
+"""Public configs (config.json as published, `_source` naming it) of models no generator preset holds, so neither the
+planner's presets nor any probe --compute row has their shapes: the held-out check that a model the user names by
+its config is priced from the operators alone (bench/families.py UNSEEN_MODELS)."""
+
+
+def bench_model_config(name: str) -> dict | None:
+    """A bench model's config dict (provenance keys dropped), or None when `name` is not one."""
+    path = BENCH_MODELS / f"{name}.json"
+    if not path.is_file():
+        return None
+    return {k: v for k, v in json.loads(path.read_text()).items() if not k.startswith("_")}
+
+
 def versions() -> dict:
     out = {}
     code = (

@@ -40,6 +40,7 @@ if str(REPO) not in sys.path:
 from bench.families import FAMILY_CELLS  # noqa: E402
 from bench.harness import SAFE_ENV, model_dir, save, versions  # noqa: E402
 from bench.sweep_cell import CURVE_STEPS, Cell, _c  # noqa: E402,F401  (Cell: what the tests and families import)
+from generator.model.presets import PRESETS  # noqa: E402
 from generator.trial.metrics import looks_oom, read_steps  # noqa: E402
 
 SHORT_DATA = REPO / "recipes" / "data" / "synthetic_instruct.jsonl"
@@ -135,8 +136,11 @@ CELLS: tuple[Cell, ...] = (
 
 
 def plan_model(cell: Cell, workdir: Path) -> str:
-    """What `plan --model` is given: the preset, or for a cut model its directory (the config train.py builds)."""
-    return cell.model if cell.layers is None else str(model_dir(workdir, cell.model, cell.layers))
+    """What `plan --model` is given: the preset, or for a cut model or a bench model (not a preset) its directory
+    (the config train.py builds), as a user names a model by its config."""
+    if cell.layers is None and cell.model in PRESETS:
+        return cell.model
+    return str(model_dir(workdir, cell.model, cell.layers))
 
 
 def plan_command(cell: Cell, cfg: Path) -> list[str]:
@@ -271,7 +275,9 @@ def expected_s(cell: Cell, workdir: Path) -> float:
     res = subprocess.run(plan_command(cell, workdir / "probe.yaml"), capture_output=True, text=True, cwd=REPO)
     step = predicted_step_s(json.loads(res.stdout)) if res.returncode == 0 else None
     slow = 2.5 if cell.attention == "sdpa" and cell.seq_len > 4096 else 1.3
-    compile_s = 30.0 if cell.attention == "flex" else 0.0  # flex_attention compiles its kernels in the first step
+    # flex_attention compiles its kernels in the first step: ~30 s at most lengths, a 171 s first step for Qwen2.5-7B
+    # LoRA at 16,384 (h200-x1-families-qwen16k-2026-12-04.json: ptxas on one kernel for over a minute)
+    compile_s = (30.0 if cell.seq_len < 16384 else 180.0) if cell.attention == "flex" else 0.0
     compile_s += (
         90.0 if cell.precision == "fp8" or cell.compiled else 0.0
     )  # the decoder layer's forward and backward graphs

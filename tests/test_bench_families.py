@@ -83,6 +83,19 @@ def test_calibration_predicts_a_family_row_for_its_model_and_cut():
     assert predict(row, {}).peak_gb < 150
 
 
+def test_a_model_no_preset_holds_is_planned_from_its_directory_and_scored_as_the_plan_sized_it(tmp_path):
+    """The unseen-model cells give `plan` the model's directory (as a user names a model by its config) and the
+    report prices their rows from bench/models: both must size the same model, head_dim below hidden/heads kept."""
+    (cell,) = [c for c in families.UNSEEN_MODELS if c.model == "mistral-nemo-12b" and c.method == "lora"]
+    cmd = sweep.plan_command(cell, tmp_path / "n.yaml")
+    planned = load_model(cmd[cmd.index("--model") + 1])
+    synthetic = {"machine": "h200-x1", "cells": {cell.key: _synthetic_row(cell, 1.0, 1.0, 1.0)}}
+    (row,) = load_rows({"synthetic.json": synthetic})
+    assert (row.model, row.layers, row.role) == ("mistral-nemo-12b", None, "validation")
+    assert row.spec.params_total == planned.params_total and row.spec.head_dim == planned.head_dim == 128
+    assert row.spec.num_heads * row.spec.head_dim < row.spec.hidden_size == 5120
+
+
 def _synthetic_row(cell, alloc, reserved, tps):
     m = dict(peak_allocated_gb=alloc, peak_reserved_gb=reserved, tokens_per_s_per_gpu=tps)
     return dict(asdict(cell), key=cell.key, doc_tokens=cell.doc_tokens, status="ok", command="", measured=m)

@@ -8,7 +8,8 @@
                         down to that many decoder layers with the same widths (a full fine-tune whose checkpoint fits
                         a small disk: bench/preempt.py).
 `build_preset_config(name, dir, layers)`  any generator preset's architecture (generator/presets/NAME.json, the
-                        config.json the planner sizes), optionally cut to its first N decoder layers, plus the
+                        config.json the planner sizes) or a bench model's (bench/models/NAME.json: a public config
+                        no preset and no probe row holds), optionally cut to its first N decoder layers, plus the
                         tokenizer.
 
     python tests/tiny_model.py tiny OUT_DIR        # or: python tests/tiny_model.py mistral-7b OUT_DIR [--layers 8]
@@ -107,10 +108,11 @@ def build_mistral_7b_config(out_dir: str | Path, layers: int | None = None) -> P
 def preset_config(name: str, layers: int | None = None) -> dict:
     """The preset's config.json as transformers reads it: provenance keys (`_source`) dropped, the char tokenizer's
     special-token ids, and `num_hidden_layers` cut to `layers` (a model that fits where the whole one does not)."""
-    path = REPO / "generator" / "presets" / f"{name}.json"
-    if not path.is_file():
-        names = ", ".join(sorted(p.stem for p in path.parent.glob("*.json")))
-        raise SystemExit(f"error: no preset {name!r} (presets: {names})")
+    dirs = (REPO / "generator" / "presets", REPO / "bench" / "models")  # presets, then the bench's unseen models
+    path = next((d / f"{name}.json" for d in dirs if (d / f"{name}.json").is_file()), None)
+    if path is None:
+        names = ", ".join(sorted(p.stem for d in dirs for p in d.glob("*.json")))
+        raise SystemExit(f"error: no preset or bench model {name!r} ({names})")
     cfg = {k: v for k, v in json.loads(path.read_text()).items() if not k.startswith("_")}
     cfg.update(bos_token_id=SPECIALS.index("<s>"), eos_token_id=SPECIALS.index("</s>"), pad_token_id=0)
     if layers is not None:
