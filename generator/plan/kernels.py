@@ -16,9 +16,11 @@ KERNEL_NAMES = {"sdpa": "SDPA", "flex": "flex_attention", "eager": "eager attent
 
 
 FLEX_COMPILE_NOTE = (
-    "flex attention compiles its kernels in the first step, which the tokens/s above leave out: 47 s for LoRA and "
-    "231 s for a full fine-tune with checkpointing under TRL's CLI on one H200 (bench/results/"
-    "h200-x1-trl-cli-2026-12-01.json); on a run of a few hundred steps that can cost more than flex saves"
+    "flex attention compiles its kernels in the first step, which the tokens/s above leave out: on one H200 47 s "
+    "for Mistral-7B LoRA and 231 s for its full fine-tune with checkpointing under TRL's CLI (bench/results/"
+    "h200-x1-trl-cli-2026-12-01.json), a first step of 171 s for Qwen2.5-7B LoRA at 16,384 tokens under train.py "
+    "(bench/results/h200-x1-families-qwen16k-2026-12-04.json); on a run of a few hundred steps that can cost more "
+    "than flex saves"
 )
 
 
