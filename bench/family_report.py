@@ -7,6 +7,7 @@ Shown only once a results file holds family rows (bench/families.py); until then
 from __future__ import annotations
 
 from bench.families import PICK_PAIRS
+from bench.harness import bench_model_config
 from bench.targets import ALLOC_TOL, REGRET_TOL, RESERVED_TOL, VALIDATION_TPS_TOL
 
 ANCHOR_MODEL = "mistral-7b"
@@ -41,6 +42,32 @@ def mae_rows(held_mem: list, held_tput: list) -> list[list[str]]:
     return out
 
 
+def _model_name(row) -> str:
+    kind = " (no preset: bench/models)" if bench_model_config(row.model) is not None else ""
+    return f"{row.model}" + (f" cut to {row.layers} layers" if row.layers else "") + kind
+
+
+def model_rows(held_mem: list, held_tput: list) -> list[list[str]]:
+    """One row per model (a cut model apart from the whole one), anchors included: each metric's mean absolute error
+    and the worst tokens/s row, so a family that misses is not hidden in the pooled mean."""
+    names = sorted({_model_name(m[0]) for m in held_mem} | {_model_name(t[0]) for t in held_tput},
+                   key=lambda n: (n.split(" ")[0] != ANCHOR_MODEL, n))  # fmt: skip
+    out = []
+    for name in names:
+        mem = [m for m in held_mem if _model_name(m[0]) == name]
+        tput = [t for t in held_tput if _model_name(t[0]) == name]
+        worst = max(tput, key=lambda t: abs(t[2]), default=None)
+        out.append([
+            name,
+            _cell(mean_abs([m[2] for m in mem])),
+            _cell(mean_abs([m[3] for m in mem])),
+            _cell(mean_abs([t[2] for t in tput if not t[1].host_bound])),
+            _cell(mean_abs([t[2] for t in tput if t[1].host_bound])),
+            "-" if worst is None else f"{worst[2]:+.1f}% ({worst[0].label})",
+        ])  # fmt: skip
+    return out
+
+
 def pick_rows(held_tput: list) -> list[list[str]]:
     """Each (pick, runner-up) pair measured: which the estimator now predicts faster, and what that choice cost
     against the faster measured one (the target: no more than REGRET_TOL)."""
@@ -64,6 +91,11 @@ def section(held_mem: list, held_tput: list, table) -> list[str]:
     md = ["", "## Families beyond Mistral (held out)", ""]
     md += table(
         ["metric", "target", "families: mean abs error", "Mistral validation rows"], mae_rows(held_mem, held_tput)
+    )
+    md += ["", "By model (validation rows only; the Mistral-7B row is the anchors'):", ""]
+    md += table(
+        ["model", "allocated", "reserved", "tokens/s, GPU-bound", "tokens/s, host-bound", "worst tokens/s row"],
+        model_rows(held_mem, held_tput),
     )
     pairs = pick_rows(held_tput)
     if pairs:

@@ -40,6 +40,13 @@ PLOTS = {
 }
 
 
+def _superseded_row(r, e) -> list[str]:
+    """A row measured again after a fix: what it read then, beside what the estimator now predicts."""
+    tps = "-" if r.tps is None else f"{r.tps:.0f}"
+    return [r.label, r.source, _f(r.alloc_gb), _f(e.peak_gb), _f(r.reserved_gb), _f(e.reserved_gb), tps,
+            f"{e.tokens_per_s_per_gpu:.0f}"]  # fmt: skip
+
+
 def _f(x: float | None, fmt: str = "{:.2f}") -> str:
     return "-" if x is None else fmt.format(x)
 
@@ -216,13 +223,9 @@ def build(files: dict[str, dict]) -> tuple[str, dict]:
     md += family_report.section(held_mem, held_tput, _table)
     if old:
         md += ["", "Rows measured again after a fix (the later file's `supersedes`), shown, unscored:", ""]
-        md += _table(
-            ["row", "source", "alloc measured", "predicted", "reserved measured", "predicted"],
-            [
-                [r.label, r.source, _f(r.alloc_gb), _f(e.peak_gb), _f(r.reserved_gb), _f(e.reserved_gb)]
-                for r, e, *_ in old
-            ],
-        )
+        head = ["row", "source", "alloc measured", "predicted", "reserved measured", "predicted", "tokens/s"]
+        head += ["predicted"]
+        md += _table(head, [_superseded_row(r, e) for r, e, *_ in old])
     md += ["", "## Peak memory per GPU (GB)", "", f"![peak memory]({PLOTS['memory']})", ""]
     md += _table(
         [
