@@ -145,6 +145,8 @@ UNSEEN_MODELS = (
 # The plan's own pick for the Qwen2.5-14B LoRA cell above: float8, predicted 2.03x its bf16 twin (12,212 against
 # 6,072 tokens/s, both predicted before either ran), more than any float8 gain measured on a preset (1.46-1.53x).
 QWEN14_LORA_FP8 = replace(UNSEEN_MODELS[2], precision="fp8")
+# and for the Llama-3.2-3B full fine-tune: float8, predicted 1.30x its bf16 twin before either ran.
+LLAMA32_FULL_FP8 = replace(UNSEEN_MODELS[1], precision="fp8")
 
 FAMILY_CELLS: tuple[Cell, ...] = (
     MIXTRAL_QLORA,
@@ -166,6 +168,7 @@ FAMILY_CELLS: tuple[Cell, ...] = (
     *UNSEEN_C,
     *UNSEEN_MODELS,
     QWEN14_LORA_FP8,
+    LLAMA32_FULL_FP8,
 )
 
 # (the plan's default pick, its runner-up): one lever apart, measured in the same call where the budget allows.
@@ -176,6 +179,7 @@ PICK_PAIRS: tuple[tuple[Cell, Cell], ...] = (
     (QWEN_LORA_FP8, QWEN_LORA_BF16),
     (LLAMA2_LORA_FP8, LLAMA2_LORA_BF16),
     (QWEN14_LORA_FP8, UNSEEN_MODELS[2]),
+    (LLAMA32_FULL_FP8, UNSEEN_MODELS[1]),
 )
 
 FIRST_CALL = FAMILY_CELLS[:7]
