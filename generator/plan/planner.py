@@ -102,6 +102,7 @@ def make_plan(
     why += kernel_reasons(request, chosen, same, model) + _liger_gain(model, request, chosen, engines)
     why += precision_reasons(model, request, chosen, engines)
     why += reasons.host_bound_reason(chosen.estimate)
+    why += reasons.nf4_experts_reason(model, chosen.option.workload)
     why += [r for r in lora_targets_for(request, model)[1:] if r]
     why += [why_parallel] if why_parallel and not forced else []
     if request.strategy != "auto":
