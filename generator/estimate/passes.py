@@ -30,6 +30,7 @@ outputs of q, k, v, gate, up and down. TRL's --dtype bfloat16 QLoRA keeps a bf16
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from generator.estimate.scripts import liger_fused_loss, liger_kernels
@@ -43,6 +44,16 @@ ELEMENTWISE_BACKWARD_RATIO = 2.0
 """Backward bytes per forward byte of the elementwise chain (read saved input + incoming gradient, write one)."""
 LOSS_BYTES_PER_VOCAB = 30.0
 LIGER_LOSS_BYTES_PER_VOCAB = 8.0
+LIGER_CHUNK_CAST_BYTES = 6.0
+"""Per chunk of Liger's fused linear cross-entropy over an fp32 lm_head weight under autocast: its logits matmul
+casts the whole weight to bf16 (read 4 + write 2 bytes an element), because it reads `weight.t()`, a view, which
+autocast's cast cache skips (it keeps leaf, non-view tensors: the input-gradient matmul's plain `weight` is cast once
+and reused); its forward runs under the caller's autocast (torch.amp.custom_fwd without cast_inputs).
+liger_kernel/ops/fused_linear_cross_entropy.py, liger-kernel 0.8.5; the cache's rule is checked on the installed
+torch by tests/test_estimate_liger_weight.py."""
+LIGER_CHUNK_ACCUMULATE_BYTES = 8.0
+"""... and, where the weight is trained, addmm(out_dtype=fp32) accumulating the chunk's gradient into the fp32
+weight-gradient buffer: read 4 + write 4 bytes an element (the same file)."""
 
 
 @dataclass(frozen=True)
@@ -117,3 +128,23 @@ def elementwise_bytes(model: ModelSpec, workload: Workload, forward_passes: int)
     b = pass_bytes(model, workload)
     tokens = workload.seq_len * workload.micro_batch
     return tokens * (model.num_layers * (forward_passes * b.layer_forward + b.layer_backward) + b.loss)
+
+
+def liger_loss_chunks(model: ModelSpec, workload: Workload) -> int:
+    """Chunks of Liger's fused linear cross-entropy in one micro-step: the tokens split so each chunk's logits are
+    about tokens x hidden elements (chunk = next power of two of tokens / ceil(vocab / hidden), at most the tokens)."""
+    tokens = workload.seq_len * workload.micro_batch
+    per = math.ceil(tokens / math.ceil(model.vocab_size / model.hidden_size))
+    chunk = min(1 << max(per - 1, 0).bit_length(), tokens)
+    return math.ceil(tokens / chunk)
+
+
+def liger_weight_bytes(model: ModelSpec, workload: Workload, fp32_weights: bool) -> float:
+    """HBM bytes per optimizer step that Liger's fused loss moves over the lm_head weight when that weight is fp32
+    under autocast (`fp32_weights`: fp32 masters under DDP): LIGER_CHUNK_CAST_BYTES per chunk, and the gradient's
+    accumulation where the weight is trained (a full fine-tune). A bf16 weight has neither."""
+    if not (fp32_weights and liger_fused_loss(workload)):
+        return 0.0
+    per_element = LIGER_CHUNK_CAST_BYTES + (LIGER_CHUNK_ACCUMULATE_BYTES if workload.method == "full" else 0.0)
+    elements = model.vocab_size * model.hidden_size
+    return workload.grad_accum * liger_loss_chunks(model, workload) * elements * per_element

@@ -23,6 +23,7 @@ from generator.estimate.compute_source import fitted, table_for
 from generator.estimate.compute_time import ComputeTime, compute_time, forward_passes, quantised_layers_in_row
 from generator.estimate.hardware import gpu_rates
 from generator.estimate.operators import executed_flops_per_token
+from generator.estimate.passes import liger_weight_bytes
 from generator.estimate.states import load_bytes, lora_params, qlora_unquantised_params, shard_count, trainable_params
 from generator.estimate.types import Placement, Workload
 from generator.model.types import ModelSpec
@@ -172,10 +173,16 @@ def _cast_bytes(model: ModelSpec, workload: Workload, strategy: str) -> float:
     """fp32 weights under autocast (DDP): each forward (and recompute) casts them to bf16 (read 4 + write 2 bytes),
     and backward casts the bf16 weight gradients into the fp32 .grad (read 2 + write 4). A frozen LoRA base is cast
     the same way in every forward but has no weight gradients; a QLoRA base is 4-bit (see _dequant_bytes)."""
-    if catalog.strategy(strategy).framework != "ddp" or workload.load_dtype != "fp32" or workload.method == "qlora":
+    if not _fp32_under_autocast(workload, strategy):
         return 0.0
     grads = 6.0 if workload.method == "full" else 0.0
     return workload.grad_accum * model.params_total * (6.0 * _forward_passes(workload) + grads)
+
+
+def _fp32_under_autocast(workload: Workload, strategy: str) -> bool:
+    """The weights the GEMMs read are fp32 masters autocast casts (DDP with an fp32 load; QLoRA's base is 4-bit)."""
+    ddp = catalog.strategy(strategy).framework == "ddp"
+    return ddp and workload.load_dtype == "fp32" and workload.method != "qlora"
 
 
 def _collective_copy_bytes(model: ModelSpec, workload: Workload, strategy: str) -> float:
@@ -247,6 +254,7 @@ def step_timing(
     moved += _foreach_extra_bytes(model, workload, placement, strategy)
     in_row = quantised_layers_in_row(table, model, workload, strategy)
     moved += _adapter_bytes(model, workload) + _dequant_bytes(model, workload, in_row)
+    moved += liger_weight_bytes(model, workload, _fp32_under_autocast(workload, strategy))
     gpu_memory = moved / (table.hbm_gbps * 1e9)
     memory = gpu_memory + _deepspeed_s(model, workload, strategy)
     # The memory-bound kernels (adapters, dequantisation, casts, the optimizer's update) are GPU work issued by the
