@@ -88,7 +88,7 @@ WHY_VALIDATION_MISSED: dict[str, str] = {
         "float8 rows (29% and 22% fast from the operators alone: they take the probe's whole-layer row and add the "
         "lever's operator difference); Llama-3.2-3B fully fine-tuned with Liger, a model no preset holds (+6.9% in "
         "bf16, +10.8% in float8; h200-x1-families-unseen-models-2026-12-04, -llama32-fp8-2026-12-04: now +2.0% and "
-        "+4.3%), from Liger's source: over an fp32 lm_head weight under autocast its fused loss casts the whole weight "
+        "+4.4%), from Liger's source: over an fp32 lm_head weight under autocast its fused loss casts the whole weight "
         "to bf16 once per chunk of tokens (32 chunks at 16,384 tokens and a 128k vocabulary) and accumulates each "
         "chunk's fp32 gradient (generator/estimate/passes.py liger_weight_bytes; the cast cache's rule checked on the "
         "installed torch by tests/test_estimate_liger_weight.py)."
