@@ -50,12 +50,14 @@ def _model_name(row) -> str:
 def model_rows(held_mem: list, held_tput: list) -> list[list[str]]:
     """One row per model (a cut model apart from the whole one), anchors included: each metric's mean absolute error
     and the worst tokens/s row, so a family that misses is not hidden in the pooled mean."""
-    names = sorted({_model_name(m[0]) for m in held_mem} | {_model_name(t[0]) for t in held_tput},
-                   key=lambda n: (n.split(" ")[0] != ANCHOR_MODEL, n))  # fmt: skip
+    by_name: dict[str, tuple[list, list]] = {}
+    for m in held_mem:
+        by_name.setdefault(_model_name(m[0]), ([], []))[0].append(m)
+    for t in held_tput:
+        by_name.setdefault(_model_name(t[0]), ([], []))[1].append(t)
     out = []
-    for name in names:
-        mem = [m for m in held_mem if _model_name(m[0]) == name]
-        tput = [t for t in held_tput if _model_name(t[0]) == name]
+    for name in sorted(by_name, key=lambda n: (n.split(" ")[0] != ANCHOR_MODEL, n)):
+        mem, tput = by_name[name]
         worst = max(tput, key=lambda t: abs(t[2]), default=None)
         out.append([
             name,

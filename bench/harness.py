@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from functools import cache
 from pathlib import Path
 
 from generator.fileio import atomic_write
@@ -21,12 +22,19 @@ planner's presets nor any probe --compute row has their shapes: the held-out che
 its config is priced from the operators alone (bench/families.py UNSEEN_MODELS)."""
 
 
-def bench_model_config(name: str) -> dict | None:
-    """A bench model's config dict (provenance keys dropped), or None when `name` is not one."""
+@cache
+def _bench_model_text(name: str) -> str | None:
     path = BENCH_MODELS / f"{name}.json"
-    if not path.is_file():
+    return path.read_text() if path.is_file() else None
+
+
+def bench_model_config(name: str) -> dict | None:
+    """A bench model's config dict (provenance keys dropped; a fresh copy each call), or None when `name` is not one.
+    The file is read once: the report asks for every row's model."""
+    text = _bench_model_text(name)
+    if text is None:
         return None
-    return {k: v for k, v in json.loads(path.read_text()).items() if not k.startswith("_")}
+    return {k: v for k, v in json.loads(text).items() if not k.startswith("_")}
 
 
 def versions() -> dict:

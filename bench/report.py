@@ -223,8 +223,8 @@ def build(files: dict[str, dict]) -> tuple[str, dict]:
     md += family_report.section(held_mem, held_tput, _table)
     if old:
         md += ["", "Rows measured again after a fix (the later file's `supersedes`), shown, unscored:", ""]
-        head = ["row", "source", "alloc measured", "predicted", "reserved measured", "predicted", "tokens/s"]
-        head += ["predicted"]
+        head = ["row", "source", "alloc measured", "predicted", "reserved measured", "predicted", "tokens/s",
+                "predicted"]  # fmt: skip
         md += _table(head, [_superseded_row(r, e) for r, e, *_ in old])
     md += ["", "## Peak memory per GPU (GB)", "", f"![peak memory]({PLOTS['memory']})", ""]
     md += _table(
