@@ -216,9 +216,14 @@ def fit_constant(name: str, rows, busbw, table, others: dict, hi: float) -> tupl
 
 SUPPLEMENT_SHAPES = {
     "attention": ("path", "heads", "kv_heads", "seq", "doc"),
-    "layers": ("hidden", "intermediate", "heads", "kv_heads", "experts", "top_k", "variant", "mb", "seq"),
+    "layers": ("hidden", "intermediate", "heads", "kv_heads", "experts", "top_k", "variant", "compiled", "mb", "seq"),
 }
-"""What a supplement may add, and the fields that make two rows the same measurement."""
+"""What a supplement may add, and the fields that make two rows the same measurement (a row without `compiled`
+predates compiled rows and is eager)."""
+
+
+def _shape(row: dict, fields: tuple[str, ...]) -> tuple:
+    return tuple(bool(row.get(k)) if k == "compiled" else row.get(k) for k in fields)
 
 
 def supplemented(doc: dict, path: Path) -> dict:
@@ -237,12 +242,10 @@ def supplemented(doc: dict, path: Path) -> dict:
     out = dict(doc)
     for section, shape in SUPPLEMENT_SHAPES.items():
         rows = extra.get("rows" if section == "attention" else section) or []
-        timed = {tuple(r.get(k) for k in shape) for r in rows if r.get("ckpt_ms_per_layer")}
-        kept = [
-            r for r in doc.get(section, []) if r.get("ckpt_ms_per_layer") or tuple(r.get(k) for k in shape) not in timed
-        ]
-        held = {tuple(r.get(k) for k in shape) for r in kept}
-        new = [{**r, "source": path.name} for r in rows if tuple(r.get(k) for k in shape) not in held]
+        timed = {_shape(r, shape) for r in rows if r.get("ckpt_ms_per_layer")}
+        kept = [r for r in doc.get(section, []) if r.get("ckpt_ms_per_layer") or _shape(r, shape) not in timed]
+        held = {_shape(r, shape) for r in kept}
+        new = [{**r, "source": path.name} for r in rows if _shape(r, shape) not in held]
         out[section] = [*kept, *new]
     out["supplements"] = sorted({*doc.get("supplements", []), path.name})
     return out

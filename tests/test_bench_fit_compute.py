@@ -36,12 +36,13 @@ def test_a_supplement_adds_layer_rows_and_keeps_what_the_table_measured(tmp_path
     doc = json.loads(SHIPPED.read_text())
     doc["layers"] = [r for r in doc["layers"] if r["variant"] != "qlora"]  # the probe's own rows only
     held = doc["layers"][0]
-    qlora = {**held, "variant": "qlora", "mb": 1, "seq": 2048, "fwd_ms_per_layer": 30.0, "fwdbwd_ms_per_layer": 90.0}
+    untimed = {k: v for k, v in held.items() if k not in ("ckpt_ms_per_layer", "source")}
+    qlora = {**untimed, "variant": "qlora", "mb": 1, "seq": 2048, "fwd_ms_per_layer": 30.0, "fwdbwd_ms_per_layer": 90.0}
     again = {**held, "fwd_ms_per_layer": held["fwd_ms_per_layer"] * 9}
     path = tmp_path / "qlora-layers.json"
     path.write_text(json.dumps({"kind": "qlora-layers", "device": "NVIDIA H200", "layers": [qlora, again]}))
     out = fit_compute.supplemented(doc, path)
     assert out["layers"] == [*doc["layers"], {**qlora, "source": path.name}]
     assert path.name in out["supplements"] and out["attention"] == doc["attention"]
-    key = tuple(held[k] for k in ("hidden", "intermediate", "heads", "kv_heads", "experts", "top_k")) + ("qlora",)
+    key = tuple(held[k] for k in ("hidden", "intermediate", "heads", "kv_heads", "experts", "top_k")) + ("qlora", False)
     assert from_document(out, "supplemented").layers[key] == ((1, 2048, 0.03, 0.06, None),)

@@ -302,6 +302,37 @@ def test_levers_a_layer_row_did_not_run_move_it_by_the_operators_difference():
         ), lever
 
 
+def test_a_compiled_layer_row_prices_the_steps_that_compile_their_layers_and_no_other():
+    """probe --compute --full times MoE layers compiled as train.py compiles them: a compiled row anchors float8 and
+    --compile-layers (then only float8's own difference is added from the operators), and leaves eager steps on the
+    eager row. Without one, a compiled step keeps the eager row plus the operators' difference."""
+    from generator.estimate.compute_time import compute_time
+
+    mixtral, base = load_model("mixtral-8x7b"), _doc(layer_rows=False)
+    eager_only = _mixtral_layer_rows(base, 40.0, 120.0)
+    doc = copy.deepcopy(eager_only)
+    doc["layers"] += [{**r, "compiled": True, "fwd_ms_per_layer": 20.0, "fwdbwd_ms_per_layer": 60.0}
+                      for r in eager_only["layers"]]  # fmt: skip
+    eager_table, both = from_document(eager_only, "eager rows"), from_document(doc, "eager and compiled rows")
+    lora = Workload(method="lora", seq_len=4096, micro_batch=4, grad_checkpointing=False, load_dtype="bf16")
+    compiled, fp8 = replace(lora, compiled_layers=True), replace(lora, precision="fp8")
+    assert compute_time(both, mixtral, lora, "ddp").gpu_s == pytest.approx(
+        compute_time(eager_table, mixtral, lora, "ddp").gpu_s
+    )
+    for w in (compiled, fp8):
+        faster, before = compute_time(both, mixtral, w, "ddp"), compute_time(eager_table, mixtral, w, "ddp")
+        assert faster.gpu_s < before.gpu_s, w
+    # the compiled row is the compiled bf16 step itself; float8 moves it by the operators' float8 difference
+    plain = from_document(base, "no layer rows")
+    fp8_saving = compute_time(plain, mixtral, compiled, "ddp").gpu_s - compute_time(plain, mixtral, fp8, "ddp").gpu_s
+    assert compute_time(both, mixtral, compiled, "ddp").gpu_s - compute_time(both, mixtral, fp8, "ddp").gpu_s == (
+        pytest.approx(fp8_saving)
+    )
+    # halving the compiled row's time takes about half the layers' time off: the row, not the operators, prices it
+    assert compute_time(both, mixtral, compiled, "ddp").layers_s < 0.75 * compute_time(eager_table, mixtral, compiled,
+                                                                                       "ddp").layers_s  # fmt: skip
+
+
 def test_per_call_gemm_rows_lose_the_launch_gap_and_burst_rows_are_read_as_measured():
     """A table timed one call at a time (the probe before 2026-12-02) carried each call's launch gap: a 40 us rank-16
     GEMM reads about twice as fast once the gap is off, a 3 ms GEMM about the same; a table timed in bursts (the

@@ -38,7 +38,7 @@ def test_cpu_probe_writes_every_section(tmp_path):
     assert (layer["model"], layer["model_type"], layer["experts"], layer["top_k"]) == ("mixtral-8x7b", "mixtral", 4, 2)
     assert layer["fwd_ms_per_layer"] >= 0 and layer["fwdbwd_ms_per_layer"] >= 0 and layer["ckpt_ms_per_layer"] >= 0
     table = from_document(doc, "cpu probe")
-    assert {k[-1] for k in table.layers} == {"frozen"}
+    assert {k[-2:] for k in table.layers} == {("frozen", False)}  # (variant, compiled): the CPU times eager rows
     again = probe("--device", "cpu", "--output", str(out))
     assert again.returncode == 2 and b"already exists" in again.stderr
 

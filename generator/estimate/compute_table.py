@@ -65,11 +65,12 @@ class ComputeTable:
     fit: dict
     """Constants fitted on top of this table (bench/fit_compute.py) and the rows they cite; {} when none."""
     layers: dict = field(default_factory=dict)
-    """(hidden, intermediate, heads, kv_heads, experts, top_k, variant frozen | full | qlora) -> rows of (mb, seq,
-    forward s, backward s, checkpointed s) per decoder layer, fewest tokens first, timed whole
-    (generator/probe/compute_layers.py: MoE models; qlora: train.py's NF4 layers, bench/scripts/qlora_layer.py); {}
-    when none. Checkpointed: forward and backward with the layer under transformers' non-reentrant checkpointing (the
-    forward, its recompute, the backward and the checkpoint's own hooks), None in rows timed before it was."""
+    """(hidden, intermediate, heads, kv_heads, experts, top_k, variant frozen | full | qlora, compiled) -> rows of
+    (mb, seq, forward s, backward s, checkpointed s) per decoder layer, fewest tokens first, timed whole
+    (generator/probe/compute_layers.py: MoE models, eager and compiled as train.py compiles them; qlora: train.py's
+    NF4 layers, bench/scripts/qlora_layer.py); {} when none. Checkpointed: forward and backward with the layer under
+    transformers' non-reentrant checkpointing (the forward, its recompute, the backward and the checkpoint's own
+    hooks), None in rows timed before it was."""
     host_step: dict = field(default_factory=dict)
     """Same keys as `host` -> host seconds per optimizer step outside the decoder layers (embedding, mask, lm_head,
     loss, the optimizer's fixed part); {} in tables probed before the step was timed."""
@@ -149,7 +150,8 @@ def from_document(doc: dict, source: str) -> ComputeTable:
         fwd, both = _nonneg(r["fwd_ms_per_layer"]) / 1e3, _nonneg(r["fwdbwd_ms_per_layer"]) / 1e3
         ckpt = r.get("ckpt_ms_per_layer")
         row = (int(r["mb"]), int(r["seq"]), fwd, max(both - fwd, 0.0), None if ckpt is None else _nonneg(ckpt) / 1e3)
-        layers.setdefault((*key, str(r["variant"])), {})[row[0] * row[1]] = row  # a later row of one size wins
+        variant = (str(r["variant"]), bool(r.get("compiled")))  # rows before compiled ones existed are eager
+        layers.setdefault((*key, *variant), {})[row[0] * row[1]] = row  # a later row of one size wins
     return ComputeTable(
         gpu=str(doc.get("gpu", "unknown")),
         measured=bool(doc.get("measured", False)),

@@ -151,26 +151,39 @@ ROW_EXPERTS = {"full": "grouped_mm", "frozen": "grouped_mm", "qlora": "loop_bf16
 
 
 def layer_row(table: ComputeTable, model: ModelSpec, workload: Workload, strategy: str) -> tuple | None:
-    """The table's whole-layer rows (fewest tokens first) for this model and workload's bf16 eager twin (row_twin),
-    or None: MoE models only (dense layers are priced from their operators, validated on Mistral and four
-    families), with the experts' path the rows ran."""
+    """The table's whole-layer rows (fewest tokens first) for this model and workload's bf16 twin (row_twin), eager
+    or compiled as the twin runs its layers, or None: MoE models only (dense layers are priced from their operators,
+    validated on Mistral and four families), with the experts' path the rows ran."""
     variant = ROW_VARIANT.get(workload.method)
     if not model.num_experts or variant is None or expert_impl(workload, strategy) != ROW_EXPERTS[variant]:
         return None
     key = (model.hidden_size, model.intermediate_size, model.num_heads, model.num_kv_heads, model.num_experts,
-           max(model.experts_per_token, 1), variant)  # fmt: skip
+           max(model.experts_per_token, 1), variant, workload.layers_compiled)  # fmt: skip
     return table.layers.get(key)
 
 
 def quantised_layers_in_row(table: ComputeTable, model: ModelSpec, workload: Workload, strategy: str) -> bool:
     """Whether a QLoRA step's decoder layers are priced whole from a qlora row, which then holds their
     dequantisation (timing leaves its dequantisation bytes out)."""
-    return workload.method == "qlora" and layer_row(table, model, row_twin(workload), strategy) is not None
+    return workload.method == "qlora" and anchor(table, model, workload, strategy)[1] is not None
 
 
-def row_twin(workload: Workload) -> Workload:
-    """The workload as the probe ran its layer rows: bf16, eager layers, no Liger."""
-    return replace(workload, liger=False, precision="bf16", compiled_layers=False)
+def row_twin(workload: Workload, compiled: bool = False) -> Workload:
+    """The workload as the probe ran its layer rows: bf16, no Liger, the layers eager (or compiled)."""
+    return replace(workload, liger=False, precision="bf16", compiled_layers=compiled)
+
+
+def anchor(table: ComputeTable, model: ModelSpec, workload: Workload, strategy: str) -> tuple[Workload, tuple | None]:
+    """(twin, its layer rows): the compiled twin where the workload compiles its layers and the table timed them so
+    (compile fuses the MoE dispatch that the eager row holds and the operators do not count), else the eager twin;
+    rows None where the table has neither."""
+    if workload.layers_compiled:
+        twin = row_twin(workload, compiled=True)
+        row = layer_row(table, model, twin, strategy)
+        if row is not None:
+            return twin, row
+    twin = row_twin(workload)
+    return twin, layer_row(table, model, twin, strategy)
 
 
 def _attention_split(table: ComputeTable, model: ModelSpec, workload: Workload) -> tuple[float, float]:
@@ -247,11 +260,10 @@ def compute_time(table: ComputeTable, model: ModelSpec, workload: Workload, stra
     """The step's operator time on one GPU (all grad_accum micro-steps). Where the table times this model's decoder
     layers whole (MoE), the row holds their GEMMs, experts, dispatch and elementwise chain, which the operators alone
     miss (Mixtral-8x7B: predicted 26-35% fast from its operators). The levers the row did not run (Liger's kernels,
-    float8 GEMMs and casts, compiled layers) are then priced as the operators' difference between the workload and
-    its bf16 eager twin, added to the row: Mixtral's Liger and float8 rows read +28.9% / +21.5% from the operators
-    alone and within 2% so (bench/REPORT.md)."""
-    twin = row_twin(workload)
-    row = layer_row(table, model, twin, strategy)
+    float8 GEMMs and casts, compiled layers where no compiled row was timed) are then priced as the operators'
+    difference between the workload and its bf16 twin (anchor), added to the row: Mixtral's Liger and float8 rows
+    read +28.9% / +21.5% from the operators alone and within 2% so (bench/REPORT.md)."""
+    twin, row = anchor(table, model, workload, strategy)
     if row is None:
         return _operators_time(table, model, workload, strategy)
     anchored = _row_time(table, model, twin, row)

@@ -62,11 +62,15 @@ class Effort:
     allows), the compiled ones scaled from the shipped table."""
     host_rounds: int
     """Interleaved rounds per host row (generator/probe/compute_host.py ROUNDS for the full probe)."""
+    compiled_layers: bool = False
+    """Also time the MoE layers compiled as train.py compiles them (generator/probe/compute_layers.py): float8 and
+    --compile-layers run them so; each variant compiles (tens of seconds)."""
 
 
 FULL = Effort("full", gemm_bf16=24.0, gemm_fp8=16.0, cast=12.0, grouped=6.0, attention=12.0, flex=36.0, host=150.0,
-              layers=30.0, gemm_tokens=grid.CUDA_TOKENS, lora_tokens=grid.LORA_TOKENS, cast_shapes=3,
-              compiled_casts=True, attn_seqs=grid.ATTN_SEQS, host_compiled=True, host_rounds=12)  # fmt: skip
+              layers=150.0, gemm_tokens=grid.CUDA_TOKENS, lora_tokens=grid.LORA_TOKENS, cast_shapes=3,
+              compiled_casts=True, attn_seqs=grid.ATTN_SEQS, host_compiled=True, host_rounds=12,
+              compiled_layers=True)  # fmt: skip
 """--full: every grid (97-150 s on one H200 over six runs, 2026-12-03: host rows 52 s, bf16 GEMMs 20, casts 17, float8
 GEMMs 13, flex 11, SDPA 10, MoE layers 5)."""
 STANDARD = Effort("standard", gemm_bf16=10.0, gemm_fp8=6.0, cast=3.0, grouped=3.0, attention=7.0, flex=8.0,
@@ -233,7 +237,8 @@ def measure(device: str, model: ModelSpec | None, effort: Effort = STANDARD, on_
     step("MoE decoder layers, whole")
     from generator.probe.compute_layers import layer_rows
 
-    doc["layers"] = layer_rows(clock, _moe_configs(model), budget.layers if cuda else 60.0)
+    doc["layers"] = layer_rows(clock, _moe_configs(model), budget.layers if cuda else 60.0,
+                               compiled=cuda and budget.compiled_layers)  # fmt: skip
     step(None)
     name = torch.cuda.get_device_name() if cuda else "cpu"
     return {

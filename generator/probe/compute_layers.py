@@ -11,6 +11,13 @@ tokens; variant `full` trains every weight, `frozen` none (LoRA's base: input gr
 more with the layers under transformers' non-reentrant checkpointing (train.py's): on one H200 that time is the
 forward twice plus the backward within 1-4% from 8,192 tokens up, but not below it (bench/results/qlora-layers-ckpt-
 h200-2026-12-03.json). On the CPU (tests) the widths are cut to a toy.
+
+`--full` also times each variant with every decoder layer compiled as train.py compiles them (training/precision.py
+compile_layers: `layer.compile()` in place), a row marked `compiled`: float8 and `--compile-layers` run the layers
+compiled, and what compile fuses in an MoE layer (the router's softmax and top-k, the gathers and scatters around
+the grouped GEMMs, SwiGLU) is the dispatch the eager row measures and the operators do not count, so the eager row
+plus the operators' difference cannot price it (Mixtral cut to 8 layers, LoRA in float8: 14% slow so priced,
+bench/results/h200-x1-families-2026-12-02.json).
 """
 
 from __future__ import annotations
@@ -64,7 +71,9 @@ def checkpointed(model, timed):
         model.gradient_checkpointing_disable()
 
 
-def _per_layer_s(clock: Clock, cfg: dict, variant: str, tokens: tuple[int, int]) -> tuple[tuple[float, ...], dict]:
+def _per_layer_s(
+    clock: Clock, cfg: dict, variant: str, tokens: tuple[int, int], compiled: bool = False
+) -> tuple[tuple[float, ...], dict]:
     from transformers import AutoModelForCausalLM
 
     cpu = clock.device != "cuda"
@@ -75,6 +84,9 @@ def _per_layer_s(clock: Clock, cfg: dict, variant: str, tokens: tuple[int, int])
             model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16, attn_implementation="sdpa")
         body = model.get_decoder().train()
         body.requires_grad_(variant == "full")
+        if compiled:  # train.py's regional compile; the clock's warm-up calls pay the compile
+            for layer in body.layers:
+                layer.compile()
         x = torch.randn(*tokens, config.hidden_size, device=clock.device, dtype=torch.bfloat16, requires_grad=True)
         grad = torch.randn_like(x)
 
@@ -92,13 +104,15 @@ def _per_layer_s(clock: Clock, cfg: dict, variant: str, tokens: tuple[int, int])
     return per_layer(times[DEPTHS[0]], times[DEPTHS[1]], DEPTHS[1] - DEPTHS[0]), layer_dims(config)
 
 
-def layer_row(model: str, model_type: str, dims: dict, variant: str, tokens: tuple[int, int], seconds) -> dict:
+def layer_row(
+    model: str, model_type: str, dims: dict, variant: str, tokens: tuple[int, int], seconds, compiled: bool = False
+) -> dict:
     """One row of the table's `layers` (estimate.compute_table reads it): `seconds` per layer are (forward, forward +
     backward, forward + backward checkpointed), as per_layer gives them."""
     fwd, both, ckpt = (round(s * 1e3, 4) for s in seconds)
-    return {"model": model, "model_type": model_type, **dims, "variant": variant, "mb": tokens[0], "seq": tokens[1],
-            "depths": list(DEPTHS), "fwd_ms_per_layer": fwd, "fwdbwd_ms_per_layer": both,
-            "ckpt_ms_per_layer": ckpt}  # fmt: skip
+    return {"model": model, "model_type": model_type, **dims, "variant": variant, "compiled": compiled,
+            "mb": tokens[0], "seq": tokens[1], "depths": list(DEPTHS), "fwd_ms_per_layer": fwd,
+            "fwdbwd_ms_per_layer": both, "ckpt_ms_per_layer": ckpt}  # fmt: skip
 
 
 def layer_dims(config) -> dict:
@@ -109,20 +123,23 @@ def layer_dims(config) -> dict:
             "top_k": getattr(config, "num_experts_per_tok", 0) or 0}  # fmt: skip
 
 
-def layer_rows(clock: Clock, models: list[tuple[str, dict]], budget_s: float) -> list[dict]:
-    """Rows for each (name, transformers config dict), both variants, until the time box."""
+def layer_rows(clock: Clock, models: list[tuple[str, dict]], budget_s: float, compiled: bool = False) -> list[dict]:
+    """Rows for each (name, transformers config dict), both variants (and each compiled too where `compiled`),
+    until the time box."""
     tokens = CUDA_TOKENS if clock.device == "cuda" else CPU_TOKENS
     rows, t_end = [], time.monotonic() + budget_s
+    modes = (False, True) if compiled else (False,)
     for name, cfg in models:
         for variant in VARIANTS if clock.device == "cuda" else VARIANTS[:1]:  # CPU (tests): the plumbing, once
-            label = f"layer {name} {variant}"
-            if time.monotonic() > t_end:
-                clock.skipped.append(f"{label}: time box")
-                continue
-            try:
-                seconds, dims = _per_layer_s(clock, cfg, variant, tokens)
-            except Exception as exc:  # an architecture this transformers cannot build, out of memory, ...
-                clock.skipped.append(f"{label}: {type(exc).__name__}: {str(exc)[:160]}")
-                continue
-            rows.append(layer_row(name, cfg["model_type"], dims, variant, tokens, seconds))
+            for mode in modes:
+                label = f"layer {name} {variant}" + (" compiled" if mode else "")
+                if time.monotonic() > t_end:
+                    clock.skipped.append(f"{label}: time box")
+                    continue
+                try:
+                    seconds, dims = _per_layer_s(clock, cfg, variant, tokens, mode)
+                except Exception as exc:  # an architecture this transformers cannot build, out of memory, ...
+                    clock.skipped.append(f"{label}: {type(exc).__name__}: {str(exc)[:160]}")
+                    continue
+                rows.append(layer_row(name, cfg["model_type"], dims, variant, tokens, seconds, mode))
     return rows
