@@ -26,7 +26,7 @@ from generator.estimate import Estimate, Placement, Workload, estimate
 from generator.estimate.compute_source import table_for
 from generator.estimate.compute_table import host_tables
 from generator.estimate.scripts import ALL_LINEAR
-from generator.model import ModelSpec, load_model, spec_from_config
+from generator.model import ModelSpec, load_model, spec_from_any_config
 from generator.model.presets import preset_config
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
@@ -113,7 +113,8 @@ class Row:
         if self.layers is None and bench_model is None:
             return load_model(self.model)
         config = bench_model or preset_config(self.model)
-        return spec_from_config({**config, "num_hidden_layers": self.layers or config["num_hidden_layers"]}, self.model)
+        layers = self.layers or config["num_hidden_layers"]
+        return spec_from_any_config({**config, "num_hidden_layers": layers}, self.model)
 
     @property
     def unmodelled(self) -> bool:

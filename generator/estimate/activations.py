@@ -81,13 +81,24 @@ def layer_saved_bytes_per_token(
     q = model.num_heads * model.head_dim
     kv = q if path in ("sdpa_dense", "eager") else model.num_kv_heads * model.head_dim
     f = model.intermediate_size
-    norms = 2 * ((r * h if liger else 4 * h + r * h) + 2 * h)
+    norms = 2 * ((r * h if liger else 4 * h + r * h) + 2 * h) + head_norm_bytes(model, liger)
     attention = 4 * q + 4 * kv + o_proj_input_bytes(model, path)
     # gate and up outputs (and, without Liger, the activation between them) in the MLP's element size, the product
     # kept by down_proj in bf16 (a frozen base's down keeps none: lora_saved_delta_per_token takes it back)
     mlp_f = (2 if liger else 3) * f * mlp_element_bytes(method, r) + 2 * f
     mlp = mlp_f if not model.num_experts else moe_saved_bytes_per_token(model, method, r, compiled)
     return float(norms + attention + mlp)
+
+
+def head_norm_bytes(model: ModelSpec, liger: bool, frozen: bool = False) -> int:
+    """Bytes per token q_norm and k_norm keep (ModelSpec.qk_norm), over q_proj's and k_proj's bf16 outputs, whose raw
+    values nothing else keeps (RoPE's multiplies by cos and sin keep only those): the fp32 upcast (4) and, where the
+    norm's weight trains, the normalised bf16 tensor `weight *` keeps (2); a fused norm (Liger's, or inductor's under
+    a compiled layer) keeps its bf16 input instead (2). k_norm acts before k is repeated for the query heads."""
+    if not model.qk_norm:
+        return 0
+    width = (model.num_heads + model.num_kv_heads) * model.head_dim
+    return 2 * width if liger else (4 if frozen else 6) * width
 
 
 def o_proj_input_bytes(model: ModelSpec, path: str) -> int:
@@ -137,6 +148,7 @@ def lora_saved_delta_per_token(
     # An MoE's frozen router keeps no input either (the MLP norm's output, 2h); its experts' own terms are moe.py's.
     counted = 2 * h + o_proj_input_bytes(model, path) + 2 * h + (0 if model.num_experts else 2 * f)
     frozen_norms = 0 if liger else 2 * r * h
+    frozen_norms += head_norm_bytes(model, liger) - head_norm_bytes(model, liger, frozen=True)
     return float(adapted - counted - frozen_norms)
 
 

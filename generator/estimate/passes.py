@@ -6,6 +6,7 @@ bench/fit_compute.py) for what counting misses (launch gaps between small kernel
 Forward, per decoder layer and token (h hidden, q = heads x d, kv = kv_heads x d, i intermediate):
 - RMSNorm, twice: to(fp32) r2 w4, pow r4 w4, mean r4, x*rsqrt r4 w4, to(bf16) r4 w2, weight* r2 w2 = 36 bytes/elem.
 - residual adds, twice: r2 r2 w2 = 6.
+- q_norm and k_norm where the model has them (Qwen3, OLMo-2, Gemma-3): RMSNorm's 36 bytes/elem over q and kv.
 - RoPE on q and k: q*cos r2 w2, rotate_half (slice, neg, cat) r2 w2 + r2 w2, *sin r2 w2, add r2 r2 w2 = 18 / elem.
 - attention output transpose(1, 2).contiguous(): r2 w2 over q.
 - SwiGLU: silu(gate) r2 w2, * up r2 r2 w2 = 10 over i (per routed expert for an MoE: top_k x i).
@@ -70,7 +71,10 @@ def _eager(model: ModelSpec) -> float:
     h, q, kv = model.hidden_size, model.num_heads * model.head_dim, model.num_kv_heads * model.head_dim
     k = max(model.experts_per_token, 1) if model.num_experts else 1
     moe = 10.0 * h * k if model.num_experts else 0.0
-    return 2 * 36.0 * h + 2 * 6.0 * h + 18.0 * (q + kv) + 4.0 * q + 10.0 * model.intermediate_size * k + moe
+    head_norms = 36.0 * (q + kv) if model.qk_norm else 0.0  # RMSNorm's chain over q and k (ModelSpec.qk_norm)
+    return (
+        2 * 36.0 * h + 2 * 6.0 * h + 18.0 * (q + kv) + 4.0 * q + 10.0 * model.intermediate_size * k + moe + head_norms
+    )
 
 
 def _fused(model: ModelSpec, swiglu_fused: bool) -> float:
@@ -78,7 +82,8 @@ def _fused(model: ModelSpec, swiglu_fused: bool) -> float:
     k = max(model.experts_per_token, 1) if model.num_experts else 1
     moe = 10.0 * h * k if model.num_experts else 0.0
     swiglu = (6.0 if swiglu_fused else 10.0) * model.intermediate_size * k
-    return 2 * 4.0 * h + 4.0 * (q + kv) + 4.0 * q + swiglu + moe
+    head_norms = 4.0 * (q + kv) if model.qk_norm else 0.0
+    return 2 * 4.0 * h + 4.0 * (q + kv) + 4.0 * q + swiglu + moe + head_norms
 
 
 def pass_bytes(model: ModelSpec, workload: Workload) -> PassBytes:

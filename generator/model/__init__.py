@@ -1,6 +1,6 @@
 """Model sizing: what --model names, reduced to the dimensions memory and FLOPs depend on."""
 
-from generator.model.loading import load_model
+from generator.model.loading import load_model, spec_from_any_config
 from generator.model.meta import count_params_meta
 from generator.model.presets import PRESETS
 from generator.model.sizing import attention_flops_per_token, flops_per_token, spec_from_config
@@ -14,4 +14,5 @@ __all__ = [
     "attention_flops_per_token",
     "load_model",
     "spec_from_config",
+    "spec_from_any_config",
 ]

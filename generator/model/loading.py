@@ -43,7 +43,8 @@ def _fetch_hub_config(repo_id: str) -> dict:
     return _read_config_file(Path(path))
 
 
-def _spec_from_any_config(config: dict, name: str) -> ModelSpec:
+def spec_from_any_config(config: dict, name: str) -> ModelSpec:
+    """A known family from its config's arithmetic, any other architecture by counting on the meta device."""
     if config.get("model_type") in KNOWN_FAMILIES:
         return spec_from_config(config, name)
     return _spec_by_meta(config, name)
@@ -64,7 +65,7 @@ def _spec_by_meta(config: dict, name: str) -> ModelSpec:
 
     if not config.get("model_type"):
         raise UserError(f"{name}: config.json has no 'model_type', so its architecture cannot be built")
-    total, experts_total, attentions, dims, layer_cls, linear_names = meta_counts(config, name)
+    total, experts_total, attentions, dims, layer_cls, linear_names, qk_norm = meta_counts(config, name)
     if not dims.get("num_attention_heads"):
         raise UserError(
             f"{name}: the config of {config['model_type']} names no attention heads (a state-space or recurrent "
@@ -111,6 +112,7 @@ def _spec_by_meta(config: dict, name: str) -> ModelSpec:
         linear_names=linear_names,
         sliding_window=window if windowed == layers else None,
         partial_window=(windowed, window) if 0 < windowed < layers else None,
+        qk_norm=qk_norm,
     )
 
 
@@ -138,9 +140,9 @@ def load_model(spec: str, trust_remote_code: bool = False) -> ModelSpec:
         config_file = path / "config.json"
         if not config_file.is_file():
             raise UserError(f"{path} has no config.json; pass a model directory, a preset or a hub id")
-        return _spec_from_any_config(_read_config_file(config_file), spec)
+        return spec_from_any_config(_read_config_file(config_file), spec)
     if path.suffix == ".json" and path.is_file():
-        return _spec_from_any_config(_read_config_file(path), spec)
+        return spec_from_any_config(_read_config_file(path), spec)
     if spec.count("/") != 1 or spec.startswith(("/", ".")):
         raise UserError(f"unknown model '{spec}': not a preset ({', '.join(PRESETS)}), a directory or a hub id")
-    return _spec_from_any_config(_fetch_hub_config(spec), spec)
+    return spec_from_any_config(_fetch_hub_config(spec), spec)

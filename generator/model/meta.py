@@ -36,6 +36,8 @@ class MetaCounts(NamedTuple):
     linear_names: tuple[str, ...] | None
     """Names of the nn.Linear modules in one decoder block (q_proj, qkv_proj, c_attn ...): what peft's
     target_modules can match there."""
+    qk_norm: bool = False
+    """The block has modules named q_norm and k_norm (ModelSpec.qk_norm)."""
 
 
 def _dim(config, key: str):
@@ -97,16 +99,18 @@ def meta_counts(config_dict: dict, name: str = "the model") -> MetaCounts:
     return MetaCounts(sum(p.numel() for p in params), experts, attentions, dims, *_decoder_block(model))
 
 
-def _decoder_block(model) -> tuple[str | None, tuple[str, ...] | None]:
-    """(class name, Linear module names) of the longest ModuleList of one class inside the language model
-    (get_decoder: the text decoder of a multimodal model, whose vision tower has a block list of its own)."""
+def _decoder_block(model) -> tuple[str | None, tuple[str, ...] | None, bool]:
+    """(class name, Linear module names, whether q and k are normalised) of the longest ModuleList of one class
+    inside the language model (get_decoder: the text decoder of a multimodal model, whose vision tower has a block
+    list of its own)."""
     decoder = model.get_decoder() if hasattr(model, "get_decoder") else model
     blocks = [
         m for m in decoder.modules()
         if type(m).__name__ == "ModuleList" and len(m) and len({type(b) for b in m}) == 1
     ]  # fmt: skip
     if not blocks:
-        return None, None
+        return None, None, False
     block = max(blocks, key=len)[0]
     linears = {name.rsplit(".", 1)[-1] for name, m in block.named_modules() if type(m).__name__ == "Linear"}
-    return type(block).__name__, tuple(sorted(linears))
+    leaves = {name.rsplit(".", 1)[-1] for name, _ in block.named_modules()}
+    return type(block).__name__, tuple(sorted(linears)), {"q_norm", "k_norm"} <= leaves

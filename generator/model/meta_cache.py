@@ -50,6 +50,7 @@ def _from_json(d: dict) -> MetaCounts:
         dims=dict(d["dims"]),
         layer_cls=d["layer_cls"],
         linear_names=None if linear is None else tuple(linear),
+        qk_norm=bool(d.get("qk_norm", False)),
     )
 
 

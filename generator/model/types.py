@@ -51,3 +51,7 @@ class ModelSpec:
     """(layers, window) where only some decoder layers attend within a window (Gemma-2/3, GPT-OSS, Cohere2, OLMo-3:
     the config's layer_types); the estimate prices each kind of layer on its own attention path
     (estimate.attention.layer_groups)."""
+    qk_norm: bool = False
+    """The attention normalises q and k (RMSNorm modules q_norm and k_norm in the decoder layer: Qwen3, OLMo-2,
+    Gemma-3), read from the built model for architectures outside the llama family; what those norms keep for
+    backward and the passes they run are priced (estimate.activations, estimate.passes)."""
