@@ -148,6 +148,38 @@ QWEN14_LORA_FP8 = replace(UNSEEN_MODELS[2], precision="fp8")
 # and for the Llama-3.2-3B full fine-tune: float8, predicted 1.30x its bf16 twin before either ran.
 LLAMA32_FULL_FP8 = replace(UNSEEN_MODELS[1], precision="fp8")
 
+# Chosen on 2026-12-04 (second session) before any was run, after the probe learned to time MoE layers compiled as
+# train.py compiles them (generator/probe/compute_layers.py; Mixtral cut to 8 layers, LoRA in float8, read -14% priced
+# from the eager row): compiled MoE rows on a lever, a length and a method that row had not met. Mixtral cut to 8
+# layers with compiled bf16 layers (no float8: compile's share alone), in float8 at 8,192 x 2, and cut to 4 layers,
+# fully fine-tuned with compiled bf16 layers (fp32 masters, the experts cast per forward inside the compiled layer).
+MOE_COMPILED = (
+    replace(MIXTRAL_LORA_L8, compiled=True),
+    replace(UNSEEN_B[1], precision="fp8"),
+    replace(MIXTRAL_FULL_L4, compiled=True),
+)
+
+# Chosen on 2026-12-04 (second session) before any was run: the plan's picks on models no preset holds, each against
+# its runner-up. Mistral-NeMo-12B LoRA in float8 against the bf16 Liger row measured in UNSEEN_MODELS; Liger on
+# Qwen2.5-14B LoRA against the plain row there; Qwen3-8B (a family no row had: q/k RMSNorm per head, sized on the meta
+# device as any architecture the planner does not know), LoRA in float8 against bf16.
+NEMO_LORA_FP8 = replace(UNSEEN_MODELS[0], precision="fp8")
+QWEN14_LORA_LIGER = replace(UNSEEN_MODELS[2], liger=True)
+QWEN3_LORA = _family("qwen3-8b", "lora", 4096, 2, False, False)
+QWEN3_LORA_FP8 = replace(QWEN3_LORA, precision="fp8")
+UNSEEN_PICKS = (NEMO_LORA_FP8, QWEN14_LORA_LIGER, QWEN3_LORA_FP8, QWEN3_LORA)
+
+# Chosen on 2026-12-04 (second session) before any was run, after two terms were written from sources and a profile,
+# and before the probe's optimizer rows were measured: full fine-tunes on shapes no row had, for the optimizer step's
+# passes (clip_grad_norm_ and fused AdamW at their own measured rates, generator/estimate/timing.py _optimizer_s; what
+# Mixtral cut to 4 layers, profiled, spent outside its layers), and Qwen3-8B at another shape, for what its q_norm and
+# k_norm keep (generator/estimate/activations.py head_norm_bytes, written after Qwen3-8B LoRA read -6.1% allocated).
+HELD_OUT_TERMS = (
+    _family("mixtral-8x7b", "full", 8192, 1, True, False, layers=4),
+    _family("llama-2-7b", "full", 4096, 2, True, False),
+    _family("qwen3-8b", "lora", 2048, 3, False, False),
+)
+
 FAMILY_CELLS: tuple[Cell, ...] = (
     MIXTRAL_QLORA,
     MIXTRAL_FULL_L4,
@@ -169,6 +201,9 @@ FAMILY_CELLS: tuple[Cell, ...] = (
     *UNSEEN_MODELS,
     QWEN14_LORA_FP8,
     LLAMA32_FULL_FP8,
+    *MOE_COMPILED,
+    *UNSEEN_PICKS,
+    *HELD_OUT_TERMS,
 )
 
 # (the plan's default pick, its runner-up): one lever apart, measured in the same call where the budget allows.
@@ -180,6 +215,9 @@ PICK_PAIRS: tuple[tuple[Cell, Cell], ...] = (
     (LLAMA2_LORA_FP8, LLAMA2_LORA_BF16),
     (QWEN14_LORA_FP8, UNSEEN_MODELS[2]),
     (LLAMA32_FULL_FP8, UNSEEN_MODELS[1]),
+    (NEMO_LORA_FP8, UNSEEN_MODELS[0]),
+    (QWEN14_LORA_LIGER, UNSEEN_MODELS[2]),
+    (QWEN3_LORA_FP8, QWEN3_LORA),
 )
 
 FIRST_CALL = FAMILY_CELLS[:7]
