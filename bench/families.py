@@ -180,6 +180,13 @@ HELD_OUT_TERMS = (
     _family("qwen3-8b", "lora", 2048, 3, False, False),
 )
 
+# Chosen on 2026-12-04 (second session) before either ran: an MoE no row had, named by its published config
+# (bench/models/olmoe-1b-7b.json: 64 experts of 1,024, top-8, q/k norms, 16 layers), its decoder layers timed by the
+# probe's code in the same call (bench/scripts/moe_layers.py, eager and compiled) as a user who probes first; LoRA in
+# bf16 and its float8 twin.
+OLMOE_LORA = _family("olmoe-1b-7b", "lora", 4096, 4, False, False)
+OLMOE_LORA_FP8 = replace(OLMOE_LORA, precision="fp8")
+
 FAMILY_CELLS: tuple[Cell, ...] = (
     MIXTRAL_QLORA,
     MIXTRAL_FULL_L4,
@@ -204,6 +211,8 @@ FAMILY_CELLS: tuple[Cell, ...] = (
     *MOE_COMPILED,
     *UNSEEN_PICKS,
     *HELD_OUT_TERMS,
+    OLMOE_LORA,
+    OLMOE_LORA_FP8,
 )
 
 # (the plan's default pick, its runner-up): one lever apart, measured in the same call where the budget allows.
@@ -218,6 +227,7 @@ PICK_PAIRS: tuple[tuple[Cell, Cell], ...] = (
     (NEMO_LORA_FP8, UNSEEN_MODELS[0]),
     (QWEN14_LORA_LIGER, UNSEEN_MODELS[2]),
     (QWEN3_LORA_FP8, QWEN3_LORA),
+    (OLMOE_LORA_FP8, OLMOE_LORA),
 )
 
 FIRST_CALL = FAMILY_CELLS[:7]

@@ -72,7 +72,9 @@ FULL = Effort("full", gemm_bf16=24.0, gemm_fp8=16.0, cast=12.0, grouped=6.0, att
               compiled_casts=True, attn_seqs=grid.ATTN_SEQS, host_compiled=True, host_rounds=12,
               compiled_layers=True)  # fmt: skip
 """--full: every grid (97-150 s on one H200 over six runs, 2026-12-03: host rows 52 s, bf16 GEMMs 20, casts 17, float8
-GEMMs 13, flex 11, SDPA 10, MoE layers 5)."""
+GEMMs 13, flex 11, SDPA 10, MoE layers 5), and since 2026-12-04 the MoE layer rows compiled too (Mixtral's eager and
+compiled rows together took 61 s on one H200, bench/results/moe-layers-mixtral-h200-2026-12-04.json; the layer box
+grew from 30 to 150 s for them)."""
 STANDARD = Effort("standard", gemm_bf16=10.0, gemm_fp8=6.0, cast=3.0, grouped=3.0, attention=7.0, flex=8.0,
                   host=14.0, layers=4.0, gemm_tokens=grid.CUDA_TOKENS_STANDARD, lora_tokens=grid.LORA_TOKENS[:1],
                   cast_shapes=1, compiled_casts=False, attn_seqs=grid.ATTN_SEQS, host_compiled=False,
