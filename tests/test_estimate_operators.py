@@ -390,3 +390,26 @@ def test_memory_bound_work_hides_under_a_host_bound_step():
     doc["host"] = [_host_row("lora", False, 0.1, 0.0)]  # a fast host: the GPU's work sets the step
     t = step_timing(MISTRAL, lora, replace(ONE, compute=from_document(doc, "fast host")), "ddp", Comm(0.0, 0.0, 0.0))
     assert t.step_s == pytest.approx(t.parts.gpu_s + t.memory_s)
+
+
+def test_an_moe_without_layer_rows_says_its_speed_is_priced_from_operators():
+    """The plan warns (a `speed:` note) where an MoE LoRA or full step has no whole-layer row, in its table or the
+    shipped one a partial table is completed from, and names the probe that times one; not for a model the table
+    has rows for, not for a dense model, not for QLoRA (the probe cannot build train.py's NF4 layers)."""
+    from generator.estimate.compute_source import SPEED_NOTE_PREFIX
+    from generator.model import spec_from_config
+    from generator.model.presets import preset_config
+
+    def moe_notes(model, workload) -> list[str]:
+        e = estimate(model, workload, ONE, "ddp")
+        return [n for n in e.notes if n.startswith(f"{SPEED_NOTE_PREFIX}{model.name}'s MoE layers")]
+
+    wider = {k: v for k, v in preset_config("mixtral-8x7b").items() if not k.startswith("_")}
+    unprobed = spec_from_config({**wider, "intermediate_size": 8192}, "mixtral-f8192")  # widths no row has
+    lora = Workload(method="lora", seq_len=4096, micro_batch=2, grad_checkpointing=False, load_dtype="bf16")
+    (note,) = moe_notes(unprobed, lora)
+    assert "probe --compute --full --model mixtral-f8192" in note
+    assert moe_notes(unprobed, replace(lora, precision="fp8")) and moe_notes(unprobed, replace(lora, method="full"))
+    assert not moe_notes(MIXTRAL, lora) and not moe_notes(MIXTRAL, replace(lora, precision="fp8"))
+    assert not moe_notes(MISTRAL, lora)
+    assert not moe_notes(unprobed, replace(lora, method="qlora"))

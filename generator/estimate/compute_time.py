@@ -150,6 +150,27 @@ ROW_EXPERTS = {"full": "grouped_mm", "frozen": "grouped_mm", "qlora": "loop_bf16
 """The experts' path each row variant ran (expert_impl): a row prices only a step that takes the same path."""
 
 
+MOE_OPERATORS_NOTE = (
+    "speed: {model}'s MoE layers are priced from their operators, which miss what runs around the experts (on one "
+    "H200 they put OLMoE-1B-7B's tokens/s 23% below what ran in bf16 and 53% below in float8, Mixtral-8x7B's 26-35% "
+    "above); `python -m generator probe --compute --full --model {model}` times its layers whole, for `plan "
+    "--compute-file`"
+)
+"""The plan's warning where an MoE step has no layer row to anchor it (OLMoE: the sweep's predictions before its rows
+joined the table, bench/results/h200-x1-families-olmoe-2026-12-04.json; Mixtral: h200-x1-families-2026-12-01.json)."""
+
+
+def moe_priced_by_operators(table: ComputeTable, model: ModelSpec, workload: Workload, strategy: str) -> bool:
+    """An MoE LoRA or full fine-tune on the experts' grouped path that the table has no whole-layer row for, so the
+    probe's layer section would price it (QLoRA's NF4 layers are train.py's, which the probe cannot build)."""
+    variant = ROW_VARIANT.get(workload.method)
+    if not model.num_experts or workload.method == "qlora" or variant is None:
+        return False
+    return (
+        expert_impl(workload, strategy) == ROW_EXPERTS[variant] and anchor(table, model, workload, strategy)[1] is None
+    )
+
+
 def layer_row(table: ComputeTable, model: ModelSpec, workload: Workload, strategy: str) -> tuple | None:
     """The table's whole-layer rows (fewest tokens first) for this model and workload's bf16 twin (row_twin), eager
     or compiled as the twin runs its layers, or None: MoE models only (dense layers are priced from their operators,

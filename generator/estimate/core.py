@@ -6,6 +6,7 @@ from generator.catalog import strategies as catalog
 from generator.estimate.activations import LOSS_BACKWARD_BYTES, activation_terms, residual_bytes
 from generator.estimate.comm import communication
 from generator.estimate.compute_source import table_for, table_note
+from generator.estimate.compute_time import MOE_OPERATORS_NOTE, moe_priced_by_operators
 from generator.estimate.hardware import gpu_known
 from generator.estimate.moe import is_moe, mlp_element_bytes
 from generator.estimate.precision import transient_fp8_bytes
@@ -164,9 +165,12 @@ def _notes(model: ModelSpec, workload: Workload, placement: Placement, strategy:
         notes.append("no bus bandwidth given for these GPUs: communication time unknown")
     if not gpu_known(placement.gpu_name):
         notes.append(f"'{placement.gpu_name}' not in the GPU catalog: speed is a rough guess")
-    speed = table_note(table_for(placement.gpu_name, placement.compute), placement.gpu_name)
+    table = table_for(placement.gpu_name, placement.compute)
+    speed = table_note(table, placement.gpu_name)
     if speed:
         notes.append(speed)
+    if moe_priced_by_operators(table, model, workload, strategy):
+        notes.append(MOE_OPERATORS_NOTE.format(model=model.name))
     return notes
 
 
