@@ -282,8 +282,8 @@ def compute_time(table: ComputeTable, model: ModelSpec, workload: Workload, stra
     layers whole (MoE), the row holds their GEMMs, experts, dispatch and elementwise chain, which the operators alone
     miss (Mixtral-8x7B: predicted 26-35% fast from its operators). The levers the row did not run (Liger's kernels,
     float8 GEMMs and casts, compiled layers where no compiled row was timed) are then priced as the operators'
-    difference between the workload and its bf16 twin (anchor), added to the row: Mixtral's Liger and float8 rows
-    read +28.9% / +21.5% from the operators alone and within 2% so (bench/REPORT.md)."""
+    difference between the workload and its bf16 twin (anchor), added to the row: Mixtral's Liger row reads +28.9%
+    from the operators alone and -4.4% so, its float8 row (on the compiled row) +2.9% (bench/REPORT.md)."""
     twin, row = anchor(table, model, workload, strategy)
     if row is None:
         return _operators_time(table, model, workload, strategy)
