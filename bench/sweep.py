@@ -152,7 +152,7 @@ def plan_command(cell: Cell, cfg: Path) -> list[str]:
         "--micro-batch", str(cell.micro_batch), "--global-batch", str(cell.global_batch),
         "--grad-checkpointing", "on" if cell.ckpt else "off", "--output", str(cfg), "--force", "--json",
         "--liger" if cell.liger else "--no-liger", "--attention", cell.attention, "--doc-tokens", str(cell.doc_tokens),
-        "--script", cell.script, "--precision", cell.precision,
+        "--script", cell.script, "--precision", cell.precision, *(["--compile-layers"] if cell.compiled else []),
     ]  # fmt: skip
 
 

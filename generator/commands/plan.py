@@ -54,6 +54,12 @@ def register(subparsers, verb: str, help_text: str) -> argparse.ArgumentParser:
         "to pay (DDP, full or LoRA, fp8 tensor cores, torchao installed, predicted faster), else bf16; bf16 opts out; "
         "fp8 forces it (docs/fp8.md).",
     )
+    w.add_argument(
+        "--compile-layers",
+        action="store_true",
+        help="train.py --compile-layers: each decoder layer compiled in bf16 (float8 compiles them anyway); priced "
+        "from the probe's compiled layer rows for an MoE. DDP and FSDP only.",
+    )
     w.add_argument("--optimizer", choices=("adamw", "adamw8bit"), default="adamw")
     w.add_argument("--lora-r", type=int, default=16, help="LoRA rank for --method lora/qlora (default 16).")
     w.add_argument(

@@ -47,6 +47,8 @@ def train_args(plan: Plan) -> list[str]:
         args += ["--attn-implementation", ATTN_IMPLEMENTATION[w.attention]]
     if w.precision == "fp8":  # train.py converts the Linears with torchao itself (docs/fp8.md); the YAML stays bf16
         args += ["--precision", "fp8"]
+    elif w.compiled_layers:  # float8 compiles the layers itself
+        args.append("--compile-layers")
     return args
 
 

@@ -103,6 +103,7 @@ def make_plan(
     why += precision_reasons(model, request, chosen, engines)
     why += reasons.host_bound_reason(chosen.estimate)
     why += reasons.nf4_experts_reason(model, chosen.option.workload)
+    why += reasons.compile_reason(chosen.option.workload)
     why += [r for r in lora_targets_for(request, model)[1:] if r]
     why += [why_parallel] if why_parallel and not forced else []
     if request.strategy != "auto":
@@ -258,6 +259,7 @@ def evaluate(topology, model, request, choices, inter, engines: Engines) -> tupl
                 doc_tokens=request.doc_tokens,
                 script=request.script,
                 precision=precision,
+                compiled_layers=request.compile_layers,
                 grad_as_bucket_view=script_facts(request.script).grad_as_bucket_view,
             )
             skip = [

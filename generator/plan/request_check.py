@@ -7,7 +7,7 @@ from generator.estimate.attention import KERNELS
 from generator.estimate.scripts import SCRIPTS
 from generator.estimate.types import LOAD_DTYPES, METHODS, STRATEGIES
 from generator.plan.fabrics import FABRICS
-from generator.plan.precision import PRECISION_CHOICES, request_problem
+from generator.plan.precision import PRECISION_CHOICES, compile_problem, request_problem
 from generator.plan.types import PlanRequest
 
 
@@ -21,8 +21,9 @@ def check_request(request: PlanRequest) -> None:
     _one_of("--attention", r.attention, ("auto", *KERNELS))
     _one_of("--script", r.script, SCRIPTS)
     _one_of("--precision", r.precision, PRECISION_CHOICES)
-    if request_problem(r):
-        raise UserError(request_problem(r))
+    for problem in (request_problem(r), compile_problem(r)):
+        if problem:
+            raise UserError(problem)
     if r.fabric is not None:
         _one_of("--fabric", r.fabric, tuple(FABRICS))
     for flag, value in (
