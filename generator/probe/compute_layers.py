@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import time
+from itertools import product
 from pathlib import Path
 
 import torch
@@ -129,17 +130,16 @@ def layer_rows(clock: Clock, models: list[tuple[str, dict]], budget_s: float, co
     tokens = CUDA_TOKENS if clock.device == "cuda" else CPU_TOKENS
     rows, t_end = [], time.monotonic() + budget_s
     modes = (False, True) if compiled else (False,)
-    for name, cfg in models:
-        for variant in VARIANTS if clock.device == "cuda" else VARIANTS[:1]:  # CPU (tests): the plumbing, once
-            for mode in modes:
-                label = f"layer {name} {variant}" + (" compiled" if mode else "")
-                if time.monotonic() > t_end:
-                    clock.skipped.append(f"{label}: time box")
-                    continue
-                try:
-                    seconds, dims = _per_layer_s(clock, cfg, variant, tokens, mode)
-                except Exception as exc:  # an architecture this transformers cannot build, out of memory, ...
-                    clock.skipped.append(f"{label}: {type(exc).__name__}: {str(exc)[:160]}")
-                    continue
-                rows.append(layer_row(name, cfg["model_type"], dims, variant, tokens, seconds, mode))
+    variants = VARIANTS if clock.device == "cuda" else VARIANTS[:1]  # CPU (tests): the plumbing, once
+    for (name, cfg), variant, mode in product(models, variants, modes):
+        label = f"layer {name} {variant}" + (" compiled" if mode else "")
+        if time.monotonic() > t_end:
+            clock.skipped.append(f"{label}: time box")
+            continue
+        try:
+            seconds, dims = _per_layer_s(clock, cfg, variant, tokens, mode)
+        except Exception as exc:  # an architecture this transformers cannot build, out of memory, ...
+            clock.skipped.append(f"{label}: {type(exc).__name__}: {str(exc)[:160]}")
+            continue
+        rows.append(layer_row(name, cfg["model_type"], dims, variant, tokens, seconds, mode))
     return rows
