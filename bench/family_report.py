@@ -9,6 +9,7 @@ from __future__ import annotations
 from bench.families import PICK_PAIRS
 from bench.harness import bench_model_config
 from bench.targets import ALLOC_TOL, REGRET_TOL, RESERVED_TOL, VALIDATION_TPS_TOL
+from generator.plan.policy import TIE_TOLERANCE
 
 ANCHOR_MODEL = "mistral-7b"
 
@@ -71,15 +72,21 @@ def model_rows(held_mem: list, held_tput: list) -> list[list[str]]:
 
 
 def pick_rows(held_tput: list) -> list[list[str]]:
-    """Each (pick, runner-up) pair measured: which the estimator now predicts faster, and what that choice cost
-    against the faster measured one (the target: no more than REGRET_TOL)."""
-    by_key = {r.key: (r, e) for r, e, _ in held_tput}
+    """Each (pick, runner-up) pair measured: which the planner now takes (the pick, which carries the extra lever,
+    only where predicted faster beyond its tie, policy.TIE_TOLERANCE), and what that choice cost against the faster
+    measured one (the target: no more than REGRET_TOL). Where a file measured both, its two rows are compared (one
+    machine); else the last row of each."""
+    rows: dict[str, list] = {}
+    for r, e, _ in held_tput:
+        rows.setdefault(r.key, []).append((r, e))
     out = []
     for pick, runner_up in PICK_PAIRS:
-        if pick.key not in by_key or runner_up.key not in by_key:
+        if pick.key not in rows or runner_up.key not in rows:
             continue
-        (a, ea), (b, eb) = by_key[pick.key], by_key[runner_up.key]
-        chosen, other = (a, b) if ea.tokens_per_s_per_gpu >= eb.tokens_per_s_per_gpu else (b, a)
+        together = [(a, b) for a in rows[pick.key] for b in rows[runner_up.key] if a[0].source == b[0].source]
+        (a, ea), (b, eb) = together[-1] if together else (rows[pick.key][-1], rows[runner_up.key][-1])
+        taken = ea.tokens_per_s_per_gpu > (1 + TIE_TOLERANCE) * eb.tokens_per_s_per_gpu
+        chosen, other = (a, b) if taken else (b, a)
         loss = 100.0 * (1 - chosen.tps / max(chosen.tps, other.tps))
         verdict = "met" if loss <= REGRET_TOL else "missed"
         out.append([a.label, f"{a.tps:.0f}", b.label, f"{b.tps:.0f}", chosen.label, f"{loss:.1f}% ({verdict})"])

@@ -97,10 +97,12 @@ def workload(mode: str) -> list[str]:
 
 
 def plan_command(row: Row, mode: str, cfg: Path) -> list[str]:
-    """`generator plan` for the live machine; bf16, so --precision auto's fp8 (and its compile) stays out of it."""
+    """`generator plan` for the live machine; bf16 and eager, so neither fp8 nor compiled layers (and their compile)
+    come into it."""
     gpus = "1" if mode == "gpu1" else "2"
     return [sys.executable, "-m", "generator", "plan", "--model", "mistral-7b", "--num-gpus", gpus, "--strategy",
-            row.strategy, "--method", row.method, "--precision", "bf16", *workload(mode), "--output", str(cfg),
+            row.strategy, "--method", row.method, "--precision", "bf16", "--no-compile-layers", *workload(mode),
+            "--output", str(cfg),
             "--force"]  # fmt: skip
 
 

@@ -159,6 +159,7 @@ def plan_cell(cell: dict, cfg: Path, extra_plan: list[str], lane: int | None = N
         "--micro-batch", str(cell["micro_batch"]),
         "--global-batch", str(cell["micro_batch"] * cell["gpus"] * grad_accum(cell)),
         "--grad-checkpointing", "on" if cell["ckpt"] else "off", "--output", str(cfg), "--force", "--json",
+        "--no-compile-layers",  # the matrix runs train.py's layers eager (its compile cells are Accelerate's dynamo)
         *(["--liger"] if "liger" in variant_parts(cell) else []), *pin, *extra_plan,
         *(["--attention", "flex", "--doc-tokens", str(BENCH_DOC_TOKENS)] if "flex" in variant_parts(cell) else []),
     ]  # fmt: skip

@@ -41,6 +41,7 @@ from bench.families import FAMILY_CELLS  # noqa: E402
 from bench.harness import SAFE_ENV, model_dir, save, versions  # noqa: E402
 from bench.sweep_cell import CURVE_STEPS, Cell, _c  # noqa: E402,F401  (Cell: what the tests and families import)
 from generator.model.presets import PRESETS  # noqa: E402
+from generator.probe.gpu_clocks import ClockSampler  # noqa: E402
 from generator.trial.metrics import looks_oom, read_steps  # noqa: E402
 
 SHORT_DATA = REPO / "recipes" / "data" / "synthetic_instruct.jsonl"
@@ -152,7 +153,8 @@ def plan_command(cell: Cell, cfg: Path) -> list[str]:
         "--micro-batch", str(cell.micro_batch), "--global-batch", str(cell.global_batch),
         "--grad-checkpointing", "on" if cell.ckpt else "off", "--output", str(cfg), "--force", "--json",
         "--liger" if cell.liger else "--no-liger", "--attention", cell.attention, "--doc-tokens", str(cell.doc_tokens),
-        "--script", cell.script, "--precision", cell.precision, *(["--compile-layers"] if cell.compiled else []),
+        "--script", cell.script, "--precision", cell.precision,
+        "--compile-layers" if cell.compiled else "--no-compile-layers",
     ]  # fmt: skip
 
 
@@ -242,8 +244,11 @@ def run_cell(cell: Cell, workdir: Path, timeout_s: float = 900) -> dict:
     env = {**os.environ, **SAFE_ENV, "CUDA_DEVICE_ORDER": "PCI_BUS_ID", "PYTHONUNBUFFERED": "1"}
     log.unlink(missing_ok=True)
     t0 = time.time()
+    # the SM clock and power over the run's busy samples: a step's GEMMs run at the clock its duty cycle leaves them
+    clocks = ClockSampler()
     try:
-        run = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, env=env, timeout=timeout_s)
+        with clocks:
+            run = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, env=env, timeout=timeout_s)
         text = run.stdout + run.stderr
         # The script's own one-line error sits above torchrun's failure table: keep it apart from the tail.
         errors = [ln for ln in text.splitlines() if "error:" in ln.lower() or "Error:" in ln][:6]
@@ -255,10 +260,13 @@ def run_cell(cell: Cell, workdir: Path, timeout_s: float = 900) -> dict:
         if data.is_relative_to(REPO) else data.name, config=plan, predicted=predicted,
         wall_s=round(time.time() - t0, 1), command=shlex.join(cmd),
     )  # fmt: skip
+    measured = summarise(log)
+    if measured:
+        measured["clocks"] = clocks.summary()
     if rc == 0:
-        row.update(status="ok", measured=summarise(log))
+        row.update(status="ok", measured=measured)
     else:
-        row.update(status="oom" if looks_oom(tail) else "error", measured=summarise(log), tail=tail[-1500:])
+        row.update(status="oom" if looks_oom(tail) else "error", measured=measured, tail=tail[-1500:])
     return row
 
 
@@ -278,9 +286,9 @@ def expected_s(cell: Cell, workdir: Path) -> float:
     # flex_attention compiles its kernels in the first step: ~30 s at most lengths, a 171 s first step for Qwen2.5-7B
     # LoRA at 16,384 (h200-x1-families-qwen16k-2026-12-04.json: ptxas on one kernel for over a minute)
     compile_s = (30.0 if cell.seq_len < 16384 else 180.0) if cell.attention == "flex" else 0.0
-    compile_s += (
-        90.0 if cell.precision == "fp8" or cell.compiled else 0.0
-    )  # the decoder layer's forward and backward graphs
+    # the decoder layer's forward and backward graphs: float8's 25-75 s, bf16 --compile-layers' 12-20 s
+    # (h200-x1-families-compile-pairs-2026-12-04.json compile_s)
+    compile_s += 90.0 if cell.precision == "fp8" else 30.0 if cell.compiled else 0.0
     return START_S + compile_s + init_s(cell) + cell.steps * (step or 5.0) * slow
 
 

@@ -92,6 +92,7 @@ def plan_request(args, strategy: str, local: int, machines: int, checkpointing: 
         doc_tokens=doc_tokens,
         precision="fp8" if fp8 else "bf16",
         fp8_installed=fp8,
+        compile_layers=bool(getattr(args, "compile_layers", False)),  # the run's own; the planner must not pick
         script="train.py",
     )
 

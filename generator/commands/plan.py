@@ -56,9 +56,10 @@ def register(subparsers, verb: str, help_text: str) -> argparse.ArgumentParser:
     )
     w.add_argument(
         "--compile-layers",
-        action="store_true",
-        help="train.py --compile-layers: each decoder layer compiled in bf16 (float8 compiles them anyway); priced "
-        "from the probe's compiled layer rows for an MoE. DDP and FSDP only.",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="train.py --compile-layers: each decoder layer compiled in bf16 (float8 compiles them anyway). Default: "
+        "chosen by the plan where predicted faster (train.py, full or LoRA, DDP); --no-compile-layers opts out.",
     )
     w.add_argument("--optimizer", choices=("adamw", "adamw8bit"), default="adamw")
     w.add_argument("--lora-r", type=int, default=16, help="LoRA rank for --method lora/qlora (default 16).")

@@ -67,6 +67,10 @@ class ScriptFacts:
     fp8: bool
     """A float8 training path the planner may pick: train.py's torchao conversion only. The Trainer's bf16=True
     overrides the config's mixed_precision (training_args.py 1612-1618), so an fp8 YAML does not reach it."""
+    compile_layers: bool
+    """A switch that compiles each decoder layer, which the planner may pull: train.py's --compile-layers (regional
+    compile in place, training/precision.py). TRL's CLI and a plain loop compile nothing per layer (TRL's
+    --torch_compile compiles the whole model, unmeasured here)."""
     lora_targets: tuple[str, ...]
     """LoRA's adapted projections when the user names none (short names q, k, v, o, gate, up, down): train.py all
     linear layers; TRL (`lora_target_modules=None`) and a bare peft LoraConfig take peft's per-architecture default,
@@ -100,6 +104,7 @@ FACTS: dict[str, ScriptFacts] = {
         attentions=("sdpa", "flex"),
         liger="full",
         fp8=True,
+        compile_layers=True,
         lora_targets=ALL_LINEAR,
         lora_dropout=0.0,
         kbit_upcast=True,
@@ -118,6 +123,7 @@ FACTS: dict[str, ScriptFacts] = {
         attentions=("sdpa", "flex"),
         liger="kernels",
         fp8=False,
+        compile_layers=False,
         lora_targets=QV,
         lora_dropout=0.05,
         kbit_upcast=False,
@@ -136,6 +142,7 @@ FACTS: dict[str, ScriptFacts] = {
         attentions=("sdpa",),
         liger="none",
         fp8=False,
+        compile_layers=False,
         lora_targets=QV,
         lora_dropout=0.0,
         kbit_upcast=True,

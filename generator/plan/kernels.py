@@ -3,11 +3,14 @@ open, the tie-break among them, and the reasons the plan gives in words."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from generator.catalog.liger import liger_not_planned, liger_plannable
 from generator.errors import UserError
 from generator.estimate.attention import ATTN_IMPLEMENTATION
 from generator.estimate.scripts import script_facts
 from generator.model.types import ModelSpec
+from generator.plan.engines import Engines
 from generator.plan.rows import Row
 from generator.plan.types import PlanRequest
 
@@ -58,20 +61,27 @@ def kernel_options(request: PlanRequest, model: ModelSpec) -> list[tuple[str, bo
     return [(a, lg) for a in attentions for lg in ligers]
 
 
+KERNEL_LEVERS = ("attention", "liger", "precision", "compiled_layers")
+"""The Workload fields a row's kernels are chosen by (a twin differs in one of them)."""
+
+
 def kernel_rank(row: Row) -> int:
-    """Tie-break among kernels the estimator cannot tell apart: the fewest extras (SDPA, no Liger, bf16) first."""
+    """Tie-break among kernels the estimator cannot tell apart: the fewest extras (SDPA, no Liger, bf16, eager)
+    first."""
     w = row.option.workload
-    return (w.attention != "sdpa") + int(w.liger) + (w.precision == "fp8")
+    return (
+        (w.attention != "sdpa") + int(w.liger) + (w.precision == "fp8") + (w.compiled_layers and w.precision != "fp8")
+    )
 
 
-def _same_but(row: Row, rows: list[Row], **changes) -> Row | None:
+def same_but(row: Row, rows: list[Row], **changes) -> Row | None:
     """The row with the same GPUs, batch and strategy but other kernels (None when not estimated or not fitting)."""
     w, o = row.option.workload, row.option
     for r in rows:
         rw = r.option.workload
         same = r.estimate.strategy == row.estimate.strategy and r.option.choice == o.choice
         same = same and r.option.batch == o.batch
-        kept = all(getattr(rw, k) == getattr(w, k) for k in ("attention", "liger", "precision") if k not in changes)
+        kept = all(getattr(rw, k) == getattr(w, k) for k in KERNEL_LEVERS if k not in changes)
         if same and kept and all(getattr(rw, k) == v for k, v in changes.items()):
             return r
     return None
@@ -95,7 +105,7 @@ def kernel_reasons(request: PlanRequest, chosen: Row, rows: list[Row], model: Mo
             "model with attn_implementation='flex_attention')"
         )
     elif request.attention == "auto":
-        other = _same_but(chosen, rows, attention="sdpa" if w.attention == "flex" else "flex")
+        other = same_but(chosen, rows, attention="sdpa" if w.attention == "flex" else "flex")
         if other is not None and other.estimate.fits:
             versus = other.estimate.tokens_per_s_per_gpu
             why = (
@@ -120,7 +130,7 @@ def kernel_reasons(request: PlanRequest, chosen: Row, rows: list[Row], model: Mo
     if request.liger is None and not liger_plannable(model.model_type):
         out.append(liger_not_planned(model.model_type))
     elif request.liger is None and request.liger_installed:
-        other = _same_but(chosen, rows, liger=not w.liger)
+        other = same_but(chosen, rows, liger=not w.liger)
         if other is not None:
             verb = "on" if w.liger else "off"
             out.append(
@@ -139,3 +149,16 @@ def liger_gain_reason(chosen_tps: float, with_liger_tps: float) -> str:
         f"Liger is not installed here: with it (pip install liger-kernel) this configuration is predicted "
         f"{gain:+.0f}% tokens/s ({with_liger_tps:,.0f}/GPU), and its memory saving may fit a larger micro-batch"
     )
+
+
+def liger_gain(model: ModelSpec, request: PlanRequest, chosen: Row, engines: Engines) -> list[str]:
+    """Where Liger is left to the planner but not importable here: what installing it is predicted to gain."""
+    if request.liger is not None or request.liger_installed or script_facts(request.script).liger != "full":
+        return []
+    if not liger_plannable(model.model_type):
+        return []
+    o = chosen.option
+    fused = engines.estimate_all(
+        model, replace(o.workload, liger=True), o.placement, (chosen.estimate.strategy,), request.headroom
+    )
+    return [liger_gain_reason(chosen.estimate.tokens_per_s_per_gpu, fused[0].tokens_per_s_per_gpu)] if fused else []

@@ -11,7 +11,8 @@ enumerates and chooses. The rules, in order:
    the largest micro-batch (powers of two up to 8) that fits.
 Attention kernel (sdpa / flex) and Liger are options like micro-batch: every pair the request leaves open is
 estimated (generator.plan.kernels), Liger only where it is importable. So is precision under --precision auto: fp8 rows
-beside bf16 ones where generator.plan.precision lets auto take fp8 (DDP only), fp8 counting as one more extra on a tie.
+beside bf16 ones where generator.plan.precision lets auto take fp8 (DDP only), fp8 counting as one more extra on a tie;
+and train.py's compiled layers beside eager ones in bf16 (generator.plan.compile_lever), one more extra on a tie.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from dataclasses import replace
 from itertools import product
 
 from generator.catalog import strategies as catalog
-from generator.catalog.liger import liger_plannable
 from generator.errors import UserError
 from generator.estimate.compute_source import SPEED_NOTE_PREFIX
 from generator.estimate.hardware import unknown_gpu_warning
@@ -31,9 +31,16 @@ from generator.plan import advice, parallel, reasons
 from generator.plan.bandwidth_file import MeasuredBandwidth
 from generator.plan.batch import batch_options
 from generator.plan.candidates import free_gpus, gpu_choices, placement_for
+from generator.plan.compile_lever import (
+    compile_options,
+    compile_reasons,
+    compile_refusal,
+    unpriced,
+    with_eager_strategies,
+)
 from generator.plan.engines import Engines, default_engines
 from generator.plan.fabrics import inter_node_gbps
-from generator.plan.kernels import kernel_options, kernel_reasons, liger_gain_reason
+from generator.plan.kernels import kernel_options, kernel_reasons, liger_gain
 from generator.plan.lora_targets import lora_targets_for
 from generator.plan.policy import GPU_COUNT_TOLERANCE, allowed_strategies, pick
 from generator.plan.precision import (
@@ -98,12 +105,13 @@ def make_plan(
         raise UserError(advice.nothing_fits(model, request, *lean, engines, more_gpus=more) + note)
     # The reasons compare the choice with rows in its own precision; the precision line compares across.
     same = _in_precision(rows, chosen)
-    why = reasons.explain(request, chosen, _in_precision(fitting, chosen), same, inter_reason, GPU_COUNT_TOLERANCE)
-    why += kernel_reasons(request, chosen, same, model) + _liger_gain(model, request, chosen, engines)
+    shown = with_eager_strategies(chosen, options)
+    why = reasons.explain(request, shown, _in_precision(fitting, chosen), same, inter_reason, GPU_COUNT_TOLERANCE)
+    why += kernel_reasons(request, chosen, same, model) + liger_gain(model, request, chosen, engines)
     why += precision_reasons(model, request, chosen, engines)
     why += reasons.host_bound_reason(chosen.estimate)
     why += reasons.nf4_experts_reason(model, chosen.option.workload)
-    why += reasons.compile_reason(chosen.option.workload)
+    why += compile_reasons(request, chosen, rows)
     why += [r for r in lora_targets_for(request, model)[1:] if r]
     why += [why_parallel] if why_parallel and not forced else []
     if request.strategy != "auto":
@@ -118,7 +126,7 @@ def make_plan(
             request, chosen, lambda w, p, s: engines.estimate_all(model, w, p, s, headroom=request.headroom)
         )
         why += versus_train_py(request, chosen, lambda r: make_plan(topology, model, r, bandwidth, engines))
-    plan = build_plan(topology, model, request, chosen, forced, why, warnings)
+    plan = build_plan(topology, model, request, shown, forced, why, warnings)
     return replace(plan, levers=tuple(fp8_lever(model, request, chosen, engines)))
 
 
@@ -132,20 +140,10 @@ def _parallel_layouts(topology, model, request, choices, options, inter, engines
 
 
 def _in_precision(rows: list[Row], chosen: Row) -> list[Row]:
-    return [r for r in rows if r.option.workload.precision == chosen.option.workload.precision]
-
-
-def _liger_gain(model: ModelSpec, request: PlanRequest, chosen: Row, engines: Engines) -> list[str]:
-    """Where Liger is left to the planner but not importable here: what installing it is predicted to gain."""
-    if request.liger is not None or request.liger_installed or script_facts(request.script).liger != "full":
-        return []
-    if not liger_plannable(model.model_type):
-        return []
-    o = chosen.option
-    fused = engines.estimate_all(
-        model, replace(o.workload, liger=True), o.placement, (chosen.estimate.strategy,), request.headroom
-    )
-    return [liger_gain_reason(chosen.estimate.tokens_per_s_per_gpu, fused[0].tokens_per_s_per_gpu)] if fused else []
+    """The rows in the chosen one's precision and compile setting: what its strategy and batch reasons compare."""
+    w = chosen.option.workload
+    return [r for r in rows if (r.option.workload.precision, r.option.workload.compiled_layers)
+            == (w.precision, w.compiled_layers)]  # fmt: skip
 
 
 def _batch_split_note(request: PlanRequest, choices, options: list[Option]) -> str | None:
@@ -241,8 +239,10 @@ def evaluate(topology, model, request, choices, inter, engines: Engines) -> tupl
         batches, why = batch_options(request, placement.num_gpus)
         if why:
             problems.append(why)
-        precisions = precision_options(request, placement.gpu_name)
-        for batch, (attention, liger), precision in product(batches, kernel_options(request, model), precisions):
+        levers = [(p, c) for p in precision_options(request, placement.gpu_name) for c in compile_options(request, p)]
+        for batch, (attention, liger), (precision, compiled) in product(
+            batches, kernel_options(request, model), levers
+        ):
             workload = Workload(
                 method=request.method,
                 seq_len=request.seq_len,
@@ -259,15 +259,17 @@ def evaluate(topology, model, request, choices, inter, engines: Engines) -> tupl
                 doc_tokens=request.doc_tokens,
                 script=request.script,
                 precision=precision,
-                compiled_layers=request.compile_layers,
+                compiled_layers=compiled,
                 grad_as_bucket_view=script_facts(request.script).grad_as_bucket_view,
             )
             skip = [
-                (s, engines.applicable(s, workload, placement) or strategy_refusal(request, precision, s))
+                (s, engines.applicable(s, workload, placement) or strategy_refusal(request, precision, s)
+                 or compile_refusal(request, workload, s))
                 for s in STRATEGIES
-            ]
+            ]  # fmt: skip
             runnable = tuple(s for s, why_not in skip if why_not is None)
             estimates = engines.estimate_all(model, workload, placement, strategies=runnable, headroom=request.headroom)
+            estimates = [e for e in estimates if not unpriced(request, workload, e)]
             not_applicable = tuple((s, w) for s, w in skip if w is not None)
             options.append(Option(choice, placement, batch, workload, tuple(estimates), not_applicable))
     return options, problems

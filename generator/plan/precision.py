@@ -36,24 +36,6 @@ MEASURED = (
 )
 COMPILE = "the first steps compile each decoder layer (tens of seconds, not counted in tokens/s)"
 NOT_ON_DEEPSPEED = "train.py's float8 path (torchao) is not built for DeepSpeed engines"
-NO_COMPILE_ON_DEEPSPEED = "train.py compiles its layers under DDP and FSDP2 only: not measured under a DeepSpeed engine"
-
-
-def compile_problem(request: PlanRequest) -> str | None:
-    """--compile-layers where it cannot run: a script without the flag, or an explicit DeepSpeed strategy."""
-    if not request.compile_layers:
-        return None
-    if request.script != "train.py":
-        return (
-            f"--compile-layers does not apply to --script {request.script}: it is train.py's flag (each decoder layer "
-            "compiled in place); drop it, or plan --script train.py"
-        )
-    if catalog.is_known(request.strategy) and catalog.strategy(request.strategy).framework == "deepspeed":
-        return (
-            f"--compile-layers does not run with --strategy {request.strategy}: {NO_COMPILE_ON_DEEPSPEED}; use ddp "
-            "or fsdp"
-        )
-    return None
 
 
 def require_fp8_runnable(request: PlanRequest, gpu_name: str) -> None:
@@ -108,8 +90,6 @@ def strategy_refusal(request: PlanRequest, precision: str, strategy: str) -> str
     """Why `strategy` does not run a `precision` workload of this request (None: it does). Listed by the plan with the
     strategies that are not applicable."""
     framework = catalog.strategy(strategy).framework
-    if request.compile_layers and framework == "deepspeed":
-        return f"{NO_COMPILE_ON_DEEPSPEED} (--compile-layers)"
     if precision != "fp8":
         return None
     if framework == "deepspeed":

@@ -256,17 +256,6 @@ def host_bound_reason(e: Estimate) -> list[str]:
     ]
 
 
-def compile_reason(workload: Workload) -> list[str]:
-    """One line where the plan runs bf16 layers compiled (--compile-layers; float8's own compile has its line)."""
-    if not workload.compiled_layers or workload.precision == "fp8":
-        return []
-    return [
-        "compiled layers (--compile-layers, asked for): train.py compiles each decoder layer in place; an MoE's is "
-        "priced from the probe's compiled layer rows, a dense one's from its fused elementwise passes; the first "
-        "steps compile (tens of seconds, not counted in tokens/s)"
-    ]
-
-
 NF4_EXPERTS_LAUNCH_BOUND = (4096, 2944, 3491, 32768)
 """Mixtral-8x7B QLoRA under train.py on one H200 with the sorted NF4 expert dispatch
 (bench/results/h200-x1-families-mixtral-sorted-2026-12-04.json): at 4,096 tokens a micro-step it ran 2,944 tokens/s

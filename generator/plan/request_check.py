@@ -6,8 +6,9 @@ from generator.errors import UserError, require_at_least_one
 from generator.estimate.attention import KERNELS
 from generator.estimate.scripts import SCRIPTS
 from generator.estimate.types import LOAD_DTYPES, METHODS, STRATEGIES
+from generator.plan.compile_lever import compile_problem
 from generator.plan.fabrics import FABRICS
-from generator.plan.precision import PRECISION_CHOICES, compile_problem, request_problem
+from generator.plan.precision import PRECISION_CHOICES, request_problem
 from generator.plan.types import PlanRequest
 
 

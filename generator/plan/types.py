@@ -57,10 +57,10 @@ class PlanRequest:
     precision: str = "auto"
     """auto | bf16 | fp8 (float8 Linears via torchao, train.py --precision fp8). auto: fp8 where it was measured to pay
     (generator.plan.precision: DDP, full or LoRA, fp8 tensor cores, torchao importable, predicted faster), else bf16."""
-    compile_layers: bool = False
-    """train.py --compile-layers: each decoder layer compiled in bf16 (float8 compiles them anyway). Priced from the
-    compiled MoE layer rows where the table has them (Mixtral cut to 8 layers ran 1.36x its eager twin, priced within
-    3%), else from the fused elementwise passes; the planner does not choose it on its own yet (bench/README.md)."""
+    compile_layers: bool | None = None
+    """train.py --compile-layers: each decoder layer compiled in bf16 (float8 compiles them anyway). None: the planner
+    estimates both and takes compiled layers where predicted faster (generator.plan.compile_lever: train.py, full or
+    LoRA, DDP); True / False: --compile-layers / --no-compile-layers."""
     fp8_installed: bool = False
     """torchao is importable where the job runs (the CLI checks with importlib.util.find_spec, as for Liger)."""
     tp_size: int | None = None

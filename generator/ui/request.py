@@ -43,7 +43,7 @@ def request_from_args(args: argparse.Namespace) -> PlanRequest:
         script=getattr(args, "script", None) or "train.py",
         script_path=getattr(args, "script_path", None),
         precision=getattr(args, "precision", None) or "auto",
-        compile_layers=bool(getattr(args, "compile_layers", False)),
+        compile_layers=getattr(args, "compile_layers", None),
         **parallel_fields(args),  # --tp-size / --cp-size (ui/parallel_args.py)
     )
 
