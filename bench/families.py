@@ -187,6 +187,59 @@ HELD_OUT_TERMS = (
 OLMOE_LORA = _family("olmoe-1b-7b", "lora", 4096, 4, False, False)
 OLMOE_LORA_FP8 = replace(OLMOE_LORA, precision="fp8")
 
+# Chosen on 2026-12-04 (third session) before any was run: train.py's --compile-layers against its eager twin in bf16
+# on dense models, each pair in one call, before the planner takes compiled layers as a lever of its own (bench/README
+# next call 5). Predicted on the shipped table: Llama-3-8B LoRA at 2,048 x 1 (host-bound eager) 1.45x, Qwen3-8B LoRA
+# at 4,096 x 2 1.63x, Mistral-7B fully fine-tuned at 4,096 x 2 with checkpointing 1.15x.
+COMPILE_PAIRS: tuple[tuple[Cell, Cell], ...] = tuple(
+    (replace(c, compiled=True), c)
+    for c in (
+        _family("llama-3-8b", "lora", 2048, 1, False, False),
+        QWEN3_LORA,
+        _family("mistral-7b", "full", 4096, 2, True, False),
+    )
+)
+
+# Chosen on 2026-12-04 (third session) after the first pairs and once the planner took compiled layers on its own
+# (generator/plan/compile_lever.py), before any ran: its pick on two more LoRA shapes (Llama-2-13B at 4,096 x 1,
+# predicted 1.40x; Qwen2.5-7B at 4,096 x 2, 1.39x) and a pair it calls a tie, so leaves eager (Llama-3.2-3B fully
+# fine-tuned with Liger, whose kernels already fuse what compile would: predicted 1.00x).
+COMPILE_PAIRS_B: tuple[tuple[Cell, Cell], ...] = tuple(
+    (replace(c, compiled=True), c)
+    for c in (
+        _family("llama-2-13b", "lora", 4096, 1, False, False),
+        _family("qwen2.5-7b", "lora", 4096, 2, False, False),
+        UNSEEN_MODELS[1],
+    )
+)
+
+# Chosen on 2026-12-04 (third session) after COMPILE_PAIRS_B ran (both picks met, predicted within 3.1%), before
+# either ran: the compiled pick on a model no preset holds (Mistral-NeMo-12B LoRA at 4,096 x 2, predicted 1.43x) and on
+# the step whose eager run read +52% on one machine (Qwen2.5-7B LoRA at 2,048 x 1, host-bound eager; predicted 1.41x).
+COMPILE_PAIRS_C: tuple[tuple[Cell, Cell], ...] = tuple(
+    (replace(c, compiled=True), c)
+    for c in (
+        _family("mistral-nemo-12b", "lora", 4096, 2, False, False),
+        _family("qwen2.5-7b", "lora", 2048, 1, False, False),
+    )
+)
+
+# Chosen on 2026-12-04 (third session) before any ran: a second MoE named only by its config, with 128 experts of 768
+# and top-8 routing (bench/models/qwen3-30b-a3b.json: Qwen3-30B-A3B, q/k norms, 48 layers), its decoder layers timed by
+# the probe's code right before its cells on the same machine (bench/scripts/moe_layers.py), as a user who probes
+# first. LoRA at 4,096 x 1 (what fits without checkpointing) in bf16, the plan's float8 pick and compiled bf16 layers.
+QWEN3_MOE_LORA = _family("qwen3-30b-a3b", "lora", 4096, 1, False, False)
+QWEN3_MOE_LORA_FP8 = replace(QWEN3_MOE_LORA, precision="fp8")
+QWEN3_MOE_LORA_COMPILED = replace(QWEN3_MOE_LORA, compiled=True)
+
+# Chosen on 2026-12-04 (third session) after those three read +8% to +10% from the 8,192-token layer rows, and before
+# the probe timed the layers at 4,096 tokens as well (compute_layers.FULL_SIZES): another length and lever on each side
+# of that size. Predicted from the 8,192-token rows alone: 20,010 and 11,979 tokens/s.
+QWEN3_MOE_B = (
+    _family("qwen3-30b-a3b", "lora", 2048, 2, False, False, precision="fp8"),
+    replace(_family("qwen3-30b-a3b", "lora", 8192, 1, True, False), compiled=True),
+)
+
 FAMILY_CELLS: tuple[Cell, ...] = (
     MIXTRAL_QLORA,
     MIXTRAL_FULL_L4,
@@ -213,6 +266,13 @@ FAMILY_CELLS: tuple[Cell, ...] = (
     *HELD_OUT_TERMS,
     OLMOE_LORA,
     OLMOE_LORA_FP8,
+    *(c for pair in COMPILE_PAIRS for c in pair if c != QWEN3_LORA),
+    *(c for pair in COMPILE_PAIRS_B for c in pair if c != UNSEEN_MODELS[1]),
+    *(c for pair in COMPILE_PAIRS_C for c in pair),
+    QWEN3_MOE_LORA_FP8,
+    QWEN3_MOE_LORA_COMPILED,
+    QWEN3_MOE_LORA,
+    *QWEN3_MOE_B,
 )
 
 # (the plan's default pick, its runner-up): one lever apart, measured in the same call where the budget allows.
@@ -228,6 +288,11 @@ PICK_PAIRS: tuple[tuple[Cell, Cell], ...] = (
     (QWEN14_LORA_LIGER, UNSEEN_MODELS[2]),
     (QWEN3_LORA_FP8, QWEN3_LORA),
     (OLMOE_LORA_FP8, OLMOE_LORA),
+    *COMPILE_PAIRS,
+    *COMPILE_PAIRS_B,
+    *COMPILE_PAIRS_C,
+    (QWEN3_MOE_LORA_FP8, QWEN3_MOE_LORA),
+    (QWEN3_MOE_LORA_COMPILED, QWEN3_MOE_LORA),
 )
 
 FIRST_CALL = FAMILY_CELLS[:7]

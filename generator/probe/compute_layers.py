@@ -29,11 +29,17 @@ from pathlib import Path
 
 import torch
 
+from generator.model.loading import EXPERT_COUNT_KEYS, EXPERT_WIDTH_KEYS
 from generator.probe.compute_bench import Clock, per_layer
 
 DEPTHS = (1, 3)
 CUDA_TOKENS = (2, 4096)
 """(micro-batch, sequence) of the timed call: 8,192 tokens, as the grouped GEMM rows."""
+FULL_SIZES = (CUDA_TOKENS, (1, 4096))
+"""--full (and bench/scripts/moe_layers.py) also time each layer at 4,096 tokens: the estimator reads a line through
+two sizes (compute_time._layers_s), and an MoE layer with many narrow experts has a part that does not shrink with
+the tokens (Qwen3-30B-A3B: 128 experts, 256 routed tokens each at 4,096; priced from the 8,192-token row alone its
+LoRA cells at 4,096 x 1 read +8% to +10%, h200-x1-families-qwen3moe-2026-12-04.json)."""
 CPU_TOKENS = (1, 64)
 CPU_WIDTHS = {"hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4, "num_key_value_heads": 2,
               "head_dim": 16, "num_local_experts": 4}  # fmt: skip
@@ -117,22 +123,26 @@ def layer_row(
 
 
 def layer_dims(config) -> dict:
-    """The widths that key a layer row (estimate.compute_table: `layers`)."""
-    return {"hidden": config.hidden_size, "intermediate": config.intermediate_size,
-            "heads": config.num_attention_heads, "kv_heads": config.num_key_value_heads,
-            "experts": getattr(config, "num_local_experts", 0) or getattr(config, "num_experts", 0) or 0,
+    """The widths that key a layer row (estimate.compute_table: `layers`), named as the planner's ModelSpec names them
+    (generator/model/loading.py): an MoE's `intermediate` is its experts' width where the config gives one apart from
+    the dense MLP's (Qwen3-MoE's moe_intermediate_size 768 beside an unused intermediate_size 6144)."""
+    experts = next((getattr(config, k) for k in EXPERT_COUNT_KEYS if getattr(config, k, None)), 0)
+    width = next((getattr(config, k) for k in EXPERT_WIDTH_KEYS if experts and getattr(config, k, None)), 0)
+    return {"hidden": config.hidden_size, "intermediate": width or config.intermediate_size,
+            "heads": config.num_attention_heads, "kv_heads": config.num_key_value_heads, "experts": experts,
             "top_k": getattr(config, "num_experts_per_tok", 0) or 0}  # fmt: skip
 
 
-def layer_rows(clock: Clock, models: list[tuple[str, dict]], budget_s: float, compiled: bool = False) -> list[dict]:
-    """Rows for each (name, transformers config dict), both variants (and each compiled too where `compiled`),
-    until the time box."""
-    tokens = CUDA_TOKENS if clock.device == "cuda" else CPU_TOKENS
+def layer_rows(clock: Clock, models: list[tuple[str, dict]], budget_s: float, compiled: bool = False,
+               sizes: tuple[tuple[int, int], ...] = (CUDA_TOKENS,)) -> list[dict]:  # fmt: skip
+    """Rows for each (name, transformers config dict), both variants (and each compiled too where `compiled`), at
+    each (micro-batch, sequence) of `sizes` (the first for every model before the next), until the time box."""
+    sizes = sizes if clock.device == "cuda" else (CPU_TOKENS,)
     rows, t_end = [], time.monotonic() + budget_s
     modes = (False, True) if compiled else (False,)
     variants = VARIANTS if clock.device == "cuda" else VARIANTS[:1]  # CPU (tests): the plumbing, once
-    for (name, cfg), variant, mode in product(models, variants, modes):
-        label = f"layer {name} {variant}" + (" compiled" if mode else "")
+    for tokens, (name, cfg), variant, mode in product(sizes, models, variants, modes):
+        label = f"layer {name} {variant}" + (" compiled" if mode else "") + f" {tokens[0]}x{tokens[1]}"
         if time.monotonic() > t_end:
             clock.skipped.append(f"{label}: time box")
             continue
