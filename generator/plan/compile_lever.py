@@ -28,8 +28,9 @@ MEASURED_GPU = "H200 SXM"
 """The catalog part the pairs ran on."""
 MEASURED_FILE = "bench/results/h200-x1-families-compile-pairs-2026-12-04.json"
 MEASURED = (
-    "measured on one H200 under DDP, compiled against eager: Llama-3-8B LoRA 1.64x, Qwen3-8B LoRA 1.54x, Mistral-7B "
-    f"full 1.17x ({MEASURED_FILE}); Mixtral cut to 8 layers LoRA 1.36x (h200-x1-families-moe-compiled-2026-12-04.json)"
+    "measured on one H200 under DDP against eager: seven dense LoRA and full fine-tunes 1.17-1.64x, the compiled "
+    f"rows predicted within 4% ({MEASURED_FILE} and its -b, -c); Mixtral cut to 8 layers, LoRA, 1.36x "
+    "(h200-x1-families-moe-compiled-2026-12-04.json)"
 )
 FIRST_STEPS = "the first steps compile one decoder layer's graphs (12-20 s measured, not counted in tokens/s)"
 NO_COMPILE_ON_DEEPSPEED = "train.py compiles its layers under DDP and FSDP2 only: not measured under a DeepSpeed engine"

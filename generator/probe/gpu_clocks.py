@@ -39,7 +39,8 @@ class Sample:
     util_pct: float
     temp_c: float
     power_capped: bool | None = None
-    """The driver's software power cap held the clock down during the sample (None: not reported)."""
+    """The driver's software-power-cap reason flag as reported (None: not reported). Read it with power_w: on one
+    H200 (2026-12-04) it stayed Active through whole runs drawing 330-690 W, so the clock is the better witness."""
 
 
 def parse_line(line: str, with_reasons: bool) -> Sample | None:
