@@ -286,7 +286,7 @@ def expected_s(cell: Cell, workdir: Path) -> float:
     # flex_attention compiles its kernels in the first step: ~30 s at most lengths, a 171 s first step for Qwen2.5-7B
     # LoRA at 16,384 (h200-x1-families-qwen16k-2026-12-04.json: ptxas on one kernel for over a minute)
     compile_s = (30.0 if cell.seq_len < 16384 else 180.0) if cell.attention == "flex" else 0.0
-    # the decoder layer's forward and backward graphs: float8's 25-75 s, bf16 --compile-layers' 12-20 s
+    # the decoder layer's forward and backward graphs: float8's 25-75 s, bf16 --compile-layers' 10-20 s
     # (h200-x1-families-compile-pairs-2026-12-04.json compile_s)
     compile_s += 90.0 if cell.precision == "fp8" else 30.0 if cell.compiled else 0.0
     return START_S + compile_s + init_s(cell) + cell.steps * (step or 5.0) * slow

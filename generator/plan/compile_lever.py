@@ -32,7 +32,7 @@ MEASURED = (
     f"rows predicted within 4% ({MEASURED_FILE} and its -b, -c); Mixtral cut to 8 layers, LoRA, 1.36x "
     "(h200-x1-families-moe-compiled-2026-12-04.json)"
 )
-FIRST_STEPS = "the first steps compile one decoder layer's graphs (12-20 s measured, not counted in tokens/s)"
+FIRST_STEPS = "the first steps compile one decoder layer's graphs (10-20 s measured, not counted in tokens/s)"
 NO_COMPILE_ON_DEEPSPEED = "train.py compiles its layers under DDP and FSDP2 only: not measured under a DeepSpeed engine"
 
 
