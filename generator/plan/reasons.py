@@ -241,18 +241,24 @@ def format_ids(ids) -> str:
     return ",".join(parts)
 
 
-HOST_SPREAD = "the same cell ran up to 36% apart on two leases of one H200 kind (bench/REPORT.md)"
+HOST_SPREAD = (
+    "the same cell ran 1.56x apart on two leases of one H200 kind: Qwen2.5-7B LoRA at 2,048 x 1, 7,228 and 11,292 "
+    "tokens/s (bench/REPORT.md)"
+)
 """How far a host-bound step moved between machines of one kind, measured: why such a prediction is the least sure."""
 
 
-def host_bound_reason(e: Estimate) -> list[str]:
-    """One line where the chosen step is host-bound: the CPU issuing the kernels, not the GPU, sets its speed."""
+def host_bound_reason(e: Estimate, workload: Workload) -> list[str]:
+    """One line where the chosen step is host-bound: the CPU issuing the kernels, not the GPU, sets its speed; where
+    train.py's layers run eager, compiling them issues fewer kernels (the plan's compile line says why it did not)."""
     if not e.host_bound:
         return []
+    eager = workload.script == "train.py" and not workload.layers_compiled
+    compiled = "; compiled layers (--compile-layers) issue fewer kernels a layer" if eager else ""
     return [
         f"host-bound: issuing the kernels takes the CPU {e.host_s:.2f} s a step against {e.gpu_work_s:.2f} s of GPU "
         f"work, so this machine's CPU sets the step ({HOST_SPREAD}); longer sequences or a larger micro-batch give "
-        "the GPU more per kernel, and `probe --compute` on the training machine measures its own host"
+        f"the GPU more per kernel{compiled}, and `probe --compute` on the training machine measures its own host"
     ]
 
 
