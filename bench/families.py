@@ -233,8 +233,8 @@ QWEN3_MOE_LORA_FP8 = replace(QWEN3_MOE_LORA, precision="fp8")
 QWEN3_MOE_LORA_COMPILED = replace(QWEN3_MOE_LORA, compiled=True)
 
 # Chosen on 2026-12-04 (third session) after those three read +8% to +10% from the 8,192-token layer rows, and before
-# the probe timed the layers at 4,096 tokens as well (compute_layers.FULL_SIZES): another length and lever on each side
-# of that size. Predicted from the 8,192-token rows alone: 20,010 and 11,979 tokens/s.
+# the probe timed the layers at 4,096 tokens as well (compute_grid.LAYER_SIZES_FULL): another length and lever on each
+# side of that size. Predicted from the 8,192-token rows alone: 20,010 and 11,979 tokens/s.
 QWEN3_MOE_B = (
     _family("qwen3-30b-a3b", "lora", 2048, 2, False, False, precision="fp8"),
     replace(_family("qwen3-30b-a3b", "lora", 8192, 1, True, False), compiled=True),

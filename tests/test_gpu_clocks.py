@@ -35,6 +35,7 @@ done
 
 
 def _fake_smi(tmp_path, monkeypatch, accepts: str) -> None:
+    tmp_path.mkdir(exist_ok=True)
     exe = tmp_path / "nvidia-smi"
     exe.write_text(FAKE.replace("{accepts}", accepts))
     exe.chmod(exe.stat().st_mode | stat.S_IEXEC)
@@ -71,7 +72,7 @@ def test_sampler_falls_back_to_throttle_reasons_and_then_to_none(tmp_path, monke
     with ClockSampler(interval_ms=20) as clocks:
         time.sleep(0.4)
     assert clocks.summary()["power_capped_share"] == 1.0
-    _fake_smi(tmp_path, monkeypatch, "none")
+    _fake_smi(tmp_path / "older", monkeypatch, "none")  # another driver (the answered query is kept per executable)
     with ClockSampler(interval_ms=20) as clocks:
         time.sleep(0.4)
     got = clocks.summary()

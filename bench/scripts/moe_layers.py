@@ -22,14 +22,15 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from generator.probe.compute_bench import Clock  # noqa: E402
-from generator.probe.compute_layers import FULL_SIZES, hf_config_dict, layer_rows  # noqa: E402
+from generator.probe.compute_grid import LAYER_SIZES_FULL  # noqa: E402
+from generator.probe.compute_layers import hf_config_dict, layer_rows  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", action="append", required=True, help="a preset or a local model directory (repeatable)")
     ap.add_argument("--eager-only", action="store_true", help="skip the compiled rows")
-    ap.add_argument("--small-only", action="store_true", help="only the second size of FULL_SIZES (4,096 tokens)")
+    ap.add_argument("--small-only", action="store_true", help="only the second size of LAYER_SIZES_FULL (4,096 tokens)")
     ap.add_argument("--budget-s", type=float, default=300.0, help="time box over all rows")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args(argv)
@@ -42,7 +43,7 @@ def main(argv: list[str] | None = None) -> None:
     device = "cuda" if torch.cuda.is_available() else "cpu"
     clock = Clock(device)
     t0 = time.monotonic()
-    sizes = FULL_SIZES[1:] if args.small_only else FULL_SIZES
+    sizes = LAYER_SIZES_FULL[1:] if args.small_only else LAYER_SIZES_FULL
     rows = layer_rows(clock, configs, args.budget_s, compiled=not args.eager_only, sizes=sizes)
     doc = _document(device, rows, clock.skipped, time.monotonic() - t0)
     args.out.write_text(json.dumps(doc, indent=1) + "\n")

@@ -150,11 +150,8 @@ ROW_EXPERTS = {"full": "grouped_mm", "frozen": "grouped_mm", "qlora": "loop_bf16
 """The experts' path each row variant ran (expert_impl): a row prices only a step that takes the same path."""
 
 
-MOE_OPERATORS_MARK = "MoE layers are priced from their operators"
-"""What the note below says of such a step (the planner reads it to keep --compile-layers out of one it cannot
-price)."""
 MOE_OPERATORS_NOTE = (
-    "speed: {model}'s " + MOE_OPERATORS_MARK + ", which miss what runs around the experts (on one "
+    "speed: {model}'s MoE layers are priced from their operators, which miss what runs around the experts (on one "
     "H200 they put OLMoE-1B-7B's tokens/s 23% below what ran in bf16 and 53% below in float8, Mixtral-8x7B's 26-35% "
     "above); `python -m generator probe --compute --full --model {model}` times its layers whole, for `plan "
     "--compute-file`"

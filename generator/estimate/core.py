@@ -142,7 +142,8 @@ def _loss_holes_gb(model: ModelSpec, workload: Workload, strategy: str) -> float
     return MLP_HOLES * tokens * model.intermediate_size * element / 1e9
 
 
-def _notes(model: ModelSpec, workload: Workload, placement: Placement, strategy: str, phase: str) -> list[str]:
+def _notes(model: ModelSpec, workload: Workload, placement: Placement, strategy: str, phase: str,
+           by_operators: bool) -> list[str]:  # fmt: skip
     notes = [f"peak in {phase.replace('_', ' ')}"]
     s = catalog.strategy(strategy)
     if s.framework == "ddp" and workload.method == "full":
@@ -169,7 +170,7 @@ def _notes(model: ModelSpec, workload: Workload, placement: Placement, strategy:
     speed = table_note(table, placement.gpu_name)
     if speed:
         notes.append(speed)
-    if moe_priced_by_operators(table, model, workload, strategy):
+    if by_operators:
         notes.append(MOE_OPERATORS_NOTE.format(model=model.name))
     return notes
 
@@ -185,6 +186,7 @@ def estimate(
     capacity = placement.gpu_memory_gb * (1 - headroom) - outside
     comm = communication(model, workload, placement, strategy)
     timing = step_timing(model, workload, placement, strategy, comm, reserved_gb=reserved)
+    by_operators = moe_priced_by_operators(table_for(placement.gpu_name, placement.compute), model, workload, strategy)
     return Estimate(
         strategy=strategy,
         fits=reserved <= capacity,
@@ -199,9 +201,10 @@ def estimate(
         tokens_per_s_per_gpu=timing.tokens_per_s_per_gpu,
         mfu=timing.mfu,
         cpu_gb=cpu_bytes_per_machine(model, workload, placement, strategy) / 1e9,
-        notes=tuple(_notes(model, workload, placement, strategy, phase)),
+        notes=tuple(_notes(model, workload, placement, strategy, phase, by_operators)),
         gpu_work_s=timing.parts.gpu_s if timing.parts else 0.0,
         host_s=timing.parts.host_s if timing.parts else 0.0,
+        layers_from_operators=by_operators,
     )
 
 

@@ -14,7 +14,6 @@ from dataclasses import replace
 
 from generator.catalog import strategies as catalog
 from generator.catalog.gpus import find_gpu
-from generator.estimate.compute_time import MOE_OPERATORS_MARK
 from generator.estimate.scripts import script_facts
 from generator.estimate.types import Estimate, Workload
 from generator.plan.kernels import same_but
@@ -77,8 +76,7 @@ def compile_refusal(request: PlanRequest, workload: Workload, strategy: str) -> 
 
 def unpriced(request: PlanRequest, workload: Workload, estimate: Estimate) -> bool:
     """A compiled row the planner chose to try that the table cannot price: an MoE with no compiled layer row."""
-    auto = request.compile_layers is None and workload.compiled_layers
-    return auto and any(MOE_OPERATORS_MARK in note for note in estimate.notes)
+    return request.compile_layers is None and workload.compiled_layers and estimate.layers_from_operators
 
 
 def compile_reasons(request: PlanRequest, chosen: Row, rows: list[Row]) -> list[str]:

@@ -65,14 +65,14 @@ class Effort:
     compiled_layers: bool = False
     """Also time the MoE layers compiled as train.py compiles them (generator/probe/compute_layers.py): float8 and
     --compile-layers run them so; each variant compiles (tens of seconds)."""
-    layer_sizes: tuple[tuple[int, int], ...] = ((2, 4096),)
-    """(micro-batch, sequence) each MoE layer row is timed at (compute_layers.FULL_SIZES for --full)."""
+    layer_sizes: tuple[tuple[int, int], ...] = (grid.LAYER_TOKENS,)
+    """(micro-batch, sequence) each MoE layer row is timed at (compute_grid.LAYER_SIZES_FULL for --full)."""
 
 
 FULL = Effort("full", gemm_bf16=24.0, gemm_fp8=16.0, cast=12.0, grouped=6.0, attention=12.0, flex=36.0, host=150.0,
               layers=150.0, gemm_tokens=grid.CUDA_TOKENS, lora_tokens=grid.LORA_TOKENS, cast_shapes=3,
               compiled_casts=True, attn_seqs=grid.ATTN_SEQS, host_compiled=True, host_rounds=12,
-              compiled_layers=True, layer_sizes=((2, 4096), (1, 4096)))  # fmt: skip
+              compiled_layers=True, layer_sizes=grid.LAYER_SIZES_FULL)  # fmt: skip
 """--full: every grid (97-150 s on one H200 over six runs, 2026-12-03: host rows 52 s, bf16 GEMMs 20, casts 17, float8
 GEMMs 13, flex 11, SDPA 10, MoE layers 5), and since 2026-12-04 the MoE layer rows compiled too (Mixtral's eager and
 compiled rows together took 61 s on one H200, bench/results/moe-layers-mixtral-h200-2026-12-04.json; the layer box

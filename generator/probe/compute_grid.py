@@ -27,6 +27,13 @@ LORA_RANKS = (8, 16, 64)
 LORA_TOKENS = (8192, 32768)
 ATTN_LAYOUTS = ((32, 8), (32, 32), (28, 4), (40, 40))
 """(query heads, kv heads) at head_dim 128: Mistral/Llama-3, Llama-2-7B, Qwen2.5-7B, Llama-2-13B."""
+LAYER_TOKENS = (2, 4096)
+"""(micro-batch, sequence) of a whole MoE layer row (compute_layers): 8,192 tokens, as the grouped GEMM rows."""
+LAYER_SIZES_FULL = (LAYER_TOKENS, (1, 4096))
+"""--full (and bench/scripts/moe_layers.py) also time each layer at 4,096 tokens: the estimator reads a line through
+two sizes (compute_time._layers_s), and an MoE layer with many narrow experts has a part that does not shrink with
+the tokens (Qwen3-30B-A3B: 128 experts, 256 routed tokens each at 4,096; priced from the 8,192-token row alone its
+LoRA cells at 4,096 x 1 read +8% to +10%, h200-x1-families-qwen3moe-2026-12-04.json)."""
 ATTN_SEQS = (2048, 4096, 8192, 16384)
 ATTN_SEQS_QUICK = (4096, 16384)
 ATTN_TOKENS = 16384

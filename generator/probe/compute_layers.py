@@ -31,15 +31,9 @@ import torch
 
 from generator.model.loading import EXPERT_COUNT_KEYS, EXPERT_WIDTH_KEYS
 from generator.probe.compute_bench import Clock, per_layer
+from generator.probe.compute_grid import LAYER_TOKENS
 
 DEPTHS = (1, 3)
-CUDA_TOKENS = (2, 4096)
-"""(micro-batch, sequence) of the timed call: 8,192 tokens, as the grouped GEMM rows."""
-FULL_SIZES = (CUDA_TOKENS, (1, 4096))
-"""--full (and bench/scripts/moe_layers.py) also time each layer at 4,096 tokens: the estimator reads a line through
-two sizes (compute_time._layers_s), and an MoE layer with many narrow experts has a part that does not shrink with
-the tokens (Qwen3-30B-A3B: 128 experts, 256 routed tokens each at 4,096; priced from the 8,192-token row alone its
-LoRA cells at 4,096 x 1 read +8% to +10%, h200-x1-families-qwen3moe-2026-12-04.json)."""
 CPU_TOKENS = (1, 64)
 CPU_WIDTHS = {"hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4, "num_key_value_heads": 2,
               "head_dim": 16, "num_local_experts": 4}  # fmt: skip
@@ -134,7 +128,7 @@ def layer_dims(config) -> dict:
 
 
 def layer_rows(clock: Clock, models: list[tuple[str, dict]], budget_s: float, compiled: bool = False,
-               sizes: tuple[tuple[int, int], ...] = (CUDA_TOKENS,)) -> list[dict]:  # fmt: skip
+               sizes: tuple[tuple[int, int], ...] = (LAYER_TOKENS,)) -> list[dict]:  # fmt: skip
     """Rows for each (name, transformers config dict), both variants (and each compiled too where `compiled`), at
     each (micro-batch, sequence) of `sizes` (the first for every model before the next), until the time box."""
     sizes = sizes if clock.device == "cuda" else (CPU_TOKENS,)

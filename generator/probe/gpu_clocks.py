@@ -17,6 +17,7 @@ import subprocess
 import threading
 import time
 from dataclasses import dataclass, field
+from functools import cache
 
 FIELDS = ("clocks.sm", "clocks.max.sm", "power.draw", "power.limit", "utilization.gpu", "temperature.gpu")
 REASONS = ("sw_power_cap", "hw_slowdown", "sw_thermal_slowdown")
@@ -85,6 +86,23 @@ def summarise(samples: list[Sample], start: float | None = None, end: float | No
     }
 
 
+@cache
+def answered_query(exe: str) -> tuple[str | None, bool]:
+    """(the query this driver answers, whether it carries the clock-event reasons): with the reasons under either
+    name, else without them; (None, False) where it answers none. Asked once per process: a sweep samples every cell."""
+    base = ",".join(("index", *FIELDS))
+    for prefix in ("clocks_event_reasons", "clocks_throttle_reasons", None):
+        query = base if prefix is None else base + "," + ",".join(f"{prefix}.{r}" for r in REASONS)
+        try:
+            ok = subprocess.run([exe, f"--query-gpu={query}", "--format=csv,noheader,nounits"],
+                                capture_output=True, text=True, timeout=20).returncode == 0  # fmt: skip
+        except (OSError, subprocess.TimeoutExpired):
+            return None, False
+        if ok:
+            return query, prefix is not None
+    return None, False
+
+
 @dataclass
 class ClockSampler:
     """`with ClockSampler() as clocks: ...` samples every `interval_ms` on a reader thread; `clocks.summary()` (or a
@@ -103,7 +121,7 @@ class ClockSampler:
         if exe is None:
             self.error = "nvidia-smi not found"
             return self
-        query = self._query(exe)
+        query, self._reasons = answered_query(exe)
         if query is None:
             self.error = "nvidia-smi answered none of the clock queries"
             return self
@@ -114,21 +132,6 @@ class ClockSampler:
         self._thread = threading.Thread(target=self._read, daemon=True)
         self._thread.start()
         return self
-
-    def _query(self, exe: str) -> str | None:
-        """The query this driver answers: with the clock-event reasons under either name, else without them."""
-        base = ",".join(("index", *FIELDS))
-        for prefix in ("clocks_event_reasons", "clocks_throttle_reasons", None):
-            query = base if prefix is None else base + "," + ",".join(f"{prefix}.{r}" for r in REASONS)
-            try:
-                ok = subprocess.run([exe, f"--query-gpu={query}", "--format=csv,noheader,nounits"],
-                                    capture_output=True, text=True, timeout=20).returncode == 0  # fmt: skip
-            except (OSError, subprocess.TimeoutExpired):
-                return None
-            if ok:
-                self._reasons = prefix is not None
-                return query
-        return None
 
     def _read(self) -> None:
         assert self._proc is not None and self._proc.stdout is not None
