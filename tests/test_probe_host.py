@@ -37,9 +37,12 @@ def test_the_real_layer_row_on_cpu():
 
     row = compute_host._hf_row(Clock("cpu"), "lora", compiled=False, rounds=3)
     assert row["depths"] == list(compute_host.DEPTHS) and row["rounds"] == 3
-    assert row["fwdbwd_ms_per_layer"] > row["fwd_ms_per_layer"] > 0
-    assert row["step_ms"] >= 0 and row["min_fwdbwd_ms_per_layer"] >= 0 and row["spread_pct"] >= 0
+    # timings on a shared CI core are noise: the slopes' order is not asserted, only that the row is well formed
+    # and that the table reads back exactly what the row says (a negative slope clips to zero, never goes below)
+    for key in ("fwd_ms_per_layer", "fwdbwd_ms_per_layer", "step_ms", "min_fwdbwd_ms_per_layer", "spread_pct"):
+        assert row[key] >= 0, key
     host, host_step = host_tables([row])
     fwd, bwd = host[("lora", False, False)]
-    assert fwd == pytest.approx(row["fwd_ms_per_layer"] / 1e3) and bwd > 0
+    assert fwd == pytest.approx(row["fwd_ms_per_layer"] / 1e3)
+    assert bwd == pytest.approx(max(row["fwdbwd_ms_per_layer"] - row["fwd_ms_per_layer"], 0.0) / 1e3)
     assert ("lora", False, False) in host_step
