@@ -24,7 +24,7 @@ from bench.wires import NVLINK, WIRE_VALIDATION_KEYS, busbw_by_wire, wire_of
 from generator.catalog.gpus import find_gpu
 from generator.estimate import Estimate, Placement, Workload, estimate
 from generator.estimate.compute_source import table_for
-from generator.estimate.compute_table import host_tables
+from generator.estimate.host_time import host_ratio, host_tables, model_host_tables, rescaled
 from generator.estimate.scripts import ALL_LINEAR
 from generator.model import ModelSpec, load_model, spec_from_any_config
 from generator.model.presets import preset_config
@@ -342,7 +342,9 @@ def placement(gpus: int, busbw: dict[int, float], row: Row | None = None, table=
     if row is not None and row.host:
         base = table if table is not None else table_for(GPU_NAME)
         host, host_step = host_tables(list(row.host))
-        table = replace(base, host=host, host_step=host_step, source=f"{base.source} + host rows of {row.source}")
+        own = model_host_tables(list(row.host)) or rescaled(base.host_models, host_ratio(host, base.host) or 1.0)
+        table = replace(base, host=host, host_step=host_step, host_models=own,
+                        source=f"{base.source} + host rows of {row.source}")  # fmt: skip
     return Placement(
         num_gpus_per_machine=gpus,
         gpu_name=GPU_NAME,

@@ -9,8 +9,9 @@ import pytest
 from generator.estimate import Placement, Workload, estimate
 from generator.estimate.compute_complete import completed
 from generator.estimate.compute_source import table_for
-from generator.estimate.compute_table import from_document, host_layer_s, host_step_s
+from generator.estimate.compute_table import from_document
 from generator.estimate.compute_time import compute_time
+from generator.estimate.host_time import host_layer_s, host_step_s
 from generator.model import load_model
 from tests.test_estimate_operators import _doc, _host_row, _slower
 

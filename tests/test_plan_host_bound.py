@@ -8,8 +8,8 @@ import pytest
 from generator.cli import main
 
 
-def _plan(capsys, *flags: str) -> dict:
-    argv = ["plan", "--model", "mistral-7b", "--machine", "h200-sxm-2", "--num-gpus", "1", "--method", "lora",
+def _plan(capsys, *flags: str, model: str = "mistral-7b") -> dict:
+    argv = ["plan", "--model", model, "--machine", "h200-sxm-2", "--num-gpus", "1", "--method", "lora",
             *flags, "--json"]  # fmt: skip
     assert main(argv) == 0
     return json.loads(capsys.readouterr().out)
@@ -27,3 +27,13 @@ def test_a_host_bound_plan_names_its_cpu_and_gpu_time(capsys, flags, bound):
     if bound:
         assert chosen["host_s"] > 0 and f"{chosen['host_s']:.2f} s a step" in said[0]
         assert "probe --compute" in said[0]
+
+
+@pytest.mark.parametrize("model, own_missing", [("qwen2.5-7b", True), ("mistral-7b", False)])
+def test_a_host_priced_from_the_mistral_layer_says_how_to_time_the_models_own(capsys, model, own_missing):
+    """The shipped table's host rows time a Mistral layer: a host-bound plan of another model names the probe that
+    times its own layer; Mistral's says nothing of it."""
+    short = ("--seq-len", "1024", "--micro-batch", "1", "--global-batch", "1", "--no-compile-layers")
+    (said,) = [r for r in _plan(capsys, *short, model=model)["reasons"] if r.startswith("host-bound:")]
+    assert (f"probe --compute --model {model}" in said) is own_missing
+    assert ("priced from the Mistral layer's rows" in said) is own_missing

@@ -25,6 +25,7 @@ from generator.estimate.compute_table import (
     faster_layer_rows,
     gemm_tflops,
 )
+from generator.estimate.host_time import host_ratio, rescaled
 
 
 def _ratio(pairs: list[tuple[float, float]]) -> float | None:
@@ -76,7 +77,7 @@ def _attention(user: ComputeTable, ref: ComputeTable) -> tuple[dict, list[str]]:
 def _host(user: ComputeTable, ref: ComputeTable) -> tuple[dict, dict, str | None]:
     """(host, host_step, what was filled): the reference's rows the file lacks, at the ratio of its host times to the
     reference's on the rows both have; as they are where none is shared."""
-    ratio = _ratio([(sum(v), sum(ref.host[k])) for k, v in user.host.items() if k in ref.host])
+    ratio = host_ratio(user.host, ref.host)
     r = ratio or 1.0
     host = {**{k: (f * r, b * r) for k, (f, b) in ref.host.items()}, **user.host}
     step = {**{k: s * r for k, s in ref.host_step.items()}, **user.host_step}
@@ -100,6 +101,10 @@ def completed(user: ComputeTable, ref: ComputeTable) -> ComputeTable:
     if host_filled:
         changes.update(host=host, host_step=host_step)
         filled.append(host_filled)
+    models = {k: v for k, v in ref.host_models.items() if k not in user.host_models}
+    if models:  # other models' own host rows, at this CPU's ratio to the reference's Mistral rows
+        changes["host_models"] = {**rescaled(models, host_ratio(user.host, ref.host) or 1.0), **user.host_models}
+        filled.append("other models' own host rows")
     layers = {k: faster_layer_rows(rows, ratio) for k, rows in ref.layers.items() if k not in user.layers}
     if layers:
         changes["layers"] = {**user.layers, **layers}

@@ -11,6 +11,7 @@ looks a shape up in them. Pure: the document is parsed from an already-read dict
 - float8 casts: nanoseconds per element of torchao's tensorwise amax + cast (eager, compiled).
 - HBM: the median GB/s of the streaming copies.
 - Layers: whole MoE decoder layers at a model's widths, seconds per layer forward and backward (frozen | full).
+- Host: the CPU time to issue a layer's kernels, read by generator/estimate/host_time.py.
 A GPU other than the one measured gets the shipped H200 table scaled by the catalog (dense bf16 peak for compute,
 memory bandwidth for the memory-bound rows); `ComputeTable.measured` is then False and `source` says so.
 """
@@ -21,6 +22,8 @@ import math
 import statistics
 from dataclasses import dataclass, field, replace
 from functools import cache
+
+from generator.estimate.host_time import host_tables, model_host_tables, nonneg
 
 GEMM_NEIGHBOURS = 4
 GEMM_BURST = "burst"
@@ -59,9 +62,9 @@ class ComputeTable:
     hbm_gbps: float
     """Streaming bandwidth (copies and elementwise ops), GB/s of bytes read + written."""
     host: dict
-    """(variant full | lora, compiled, liger) -> (forward, backward) host seconds per decoder layer: the CPU time
-    PyTorch takes to issue one layer's kernels (backward with the optimizer's per-layer share where the probe timed
-    the whole step); {} when not measured (then no host floor)."""
+    """(variant full | lora, compiled, liger) -> (forward, backward) host seconds per decoder layer of the probe's
+    tiny Mistral: the CPU time PyTorch takes to issue one layer's kernels (backward with the optimizer's per-layer
+    share where the probe timed the whole step); {} when not measured (then no host floor)."""
     fit: dict
     """Constants fitted on top of this table (bench/fit_compute.py) and the rows they cite; {} when none."""
     layers: dict = field(default_factory=dict)
@@ -74,6 +77,9 @@ class ComputeTable:
     host_step: dict = field(default_factory=dict)
     """Same keys as `host` -> host seconds per optimizer step outside the decoder layers (embedding, mask, lm_head,
     loss, the optimizer's fixed part); {} in tables probed before the step was timed."""
+    host_models: dict = field(default_factory=dict)
+    """(model_type, experts, top_k) -> (host, host_step) keyed as those: a named model's own layer's host rows
+    (`probe --compute --model`, generator/estimate/host_time.py), read for that model ahead of the Mistral layer's."""
     filled: tuple = ()
     """What a partial table (`probe --compute --quick`, a probe cut by its time box) took from the shipped one,
     scaled to its own rates (generator/estimate/compute_complete.py); () for a table read as measured."""
@@ -83,28 +89,6 @@ def _num(x) -> float:
     if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) or x <= 0:
         raise ValueError(f"not a positive number: {x!r}")
     return float(x)
-
-
-def _nonneg(x) -> float:
-    """A host time: zero is a measurement too (the two depths' difference drowned in noise)."""
-    if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) or x < 0:
-        raise ValueError(f"not a non-negative number: {x!r}")
-    return float(x)
-
-
-def host_tables(rows: list[dict]) -> tuple[dict, dict]:
-    """(`host`, `host_step`) of a ComputeTable from the probe's host rows (generator/probe/compute_host.py); several
-    rows of one key (probes run around a benchmark on its machine) average."""
-    fwd_bwd: dict = {}
-    step: dict = {}
-    for r in rows:
-        fwd, both = _nonneg(r["fwd_ms_per_layer"]) / 1e3, _nonneg(r["fwdbwd_ms_per_layer"]) / 1e3
-        key = (r["variant"], bool(r["compiled"]), bool(r.get("liger", False)))
-        fwd_bwd.setdefault(key, []).append((fwd, max(both - fwd, 0.0)))
-        if "step_ms" in r:
-            step.setdefault(key, []).append(_nonneg(r["step_ms"]) / 1e3)
-    host = {k: tuple(statistics.fmean(x) for x in zip(*v, strict=True)) for k, v in fwd_bwd.items()}
-    return host, {k: statistics.fmean(v) for k, v in step.items()}
 
 
 def from_document(doc: dict, source: str) -> ComputeTable:
@@ -144,12 +128,13 @@ def from_document(doc: dict, source: str) -> ComputeTable:
     if not streams:
         raise ValueError("the compute file has no HBM rows")
     host, host_step = host_tables(doc.get("host") or [])
+    host_models = model_host_tables(doc.get("host") or [])
     layers: dict = {}
     for r in doc.get("layers") or []:
         key = tuple(int(r[k]) for k in ("hidden", "intermediate", "heads", "kv_heads", "experts", "top_k"))
-        fwd, both = _nonneg(r["fwd_ms_per_layer"]) / 1e3, _nonneg(r["fwdbwd_ms_per_layer"]) / 1e3
+        fwd, both = nonneg(r["fwd_ms_per_layer"]) / 1e3, nonneg(r["fwdbwd_ms_per_layer"]) / 1e3
         ckpt = r.get("ckpt_ms_per_layer")
-        row = (int(r["mb"]), int(r["seq"]), fwd, max(both - fwd, 0.0), None if ckpt is None else _nonneg(ckpt) / 1e3)
+        row = (int(r["mb"]), int(r["seq"]), fwd, max(both - fwd, 0.0), None if ckpt is None else nonneg(ckpt) / 1e3)
         variant = (str(r["variant"]), bool(r.get("compiled")))  # rows before compiled ones existed are eager
         layers.setdefault((*key, *variant), {})[row[0] * row[1]] = row  # a later row of one size wins
     return ComputeTable(
@@ -165,6 +150,7 @@ def from_document(doc: dict, source: str) -> ComputeTable:
         fit=dict(doc.get("fit") or {}),
         layers={k: tuple(v[t] for t in sorted(v)) for k, v in layers.items()},
         host_step=host_step,
+        host_models=host_models,
     )
 
 
@@ -280,28 +266,6 @@ def cast_ns(table: ComputeTable, kind: str, compiled: bool) -> float | None:
     """ns per element of a float8 cast (kind cast | cast_transpose); None when the table has none."""
     mode = "compiled" if compiled else "eager"
     return table.cast_ns_per_elem.get((kind, mode)) or table.cast_ns_per_elem.get((kind, "eager"))
-
-
-def _host_key(table: ComputeTable, variant: str, compiled: bool, liger: bool) -> tuple | None:
-    """The measured host row nearest this layer: Liger's where measured (eager layers only: compiled layers keep
-    only Liger's loss), else the plain row, the eager one where no compiled one was measured; None without rows."""
-    for key in ((variant, compiled, liger and not compiled), (variant, compiled, False), (variant, False, False)):
-        if key in table.host:
-            return key
-    return None
-
-
-def host_layer_s(table: ComputeTable, variant: str, compiled: bool, liger: bool = False) -> tuple[float, float]:
-    """(forward, backward) host seconds per decoder layer; (0, 0) without host rows."""
-    key = _host_key(table, variant, compiled, liger)
-    return table.host[key] if key else (0.0, 0.0)
-
-
-def host_step_s(table: ComputeTable, variant: str, compiled: bool, liger: bool = False) -> float:
-    """Host seconds per optimizer step outside the decoder layers, from the same row as host_layer_s; 0 where the
-    table predates the step's timing."""
-    key = _host_key(table, variant, compiled, liger)
-    return table.host_step.get(key, 0.0) if key else 0.0
 
 
 def faster_gemm_rows(rows, ratio: float) -> tuple:

@@ -17,9 +17,8 @@ from generator.estimate.compute_table import (
     cast_ns,
     gemm_tflops,
     grouped_tflops,
-    host_layer_s,
-    host_step_s,
 )
+from generator.estimate.host_time import host_layer_s, host_step_s, model_key
 from generator.estimate.passes import elementwise_bytes, pass_bytes
 from generator.estimate.scripts import liger_kernels
 from generator.estimate.types import Workload
@@ -137,9 +136,10 @@ def _fp8_cast_s(table: ComputeTable, model: ModelSpec, workload: Workload, fwd: 
 
 def _host_s(table: ComputeTable, model: ModelSpec, workload: Workload, fwd: int) -> float:
     """Host seconds of one optimizer step: each decoder layer's forward (rerun under checkpointing) and backward in
-    every micro-step, and the step's work outside the layers once."""
+    every micro-step, and the step's work outside the layers once; the model's own layer's rows where the table has
+    them (generator/estimate/host_time.py)."""
     variant = "full" if workload.method == "full" else "lora"
-    args = (table, variant, workload.layers_compiled, liger_kernels(workload))
+    args = (table, variant, workload.layers_compiled, liger_kernels(workload), model_key(model))
     f, b = host_layer_s(*args)
     return workload.grad_accum * model.num_layers * (fwd * f + b) + host_step_s(*args)
 

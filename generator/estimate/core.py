@@ -8,6 +8,7 @@ from generator.estimate.comm import communication
 from generator.estimate.compute_source import table_for, table_note
 from generator.estimate.compute_time import MOE_OPERATORS_NOTE, moe_priced_by_operators
 from generator.estimate.hardware import gpu_known
+from generator.estimate.host_time import priced_as_mistral
 from generator.estimate.moe import is_moe, mlp_element_bytes
 from generator.estimate.precision import transient_fp8_bytes
 from generator.estimate.scripts import liger_fused_loss, script_facts
@@ -186,7 +187,8 @@ def estimate(
     capacity = placement.gpu_memory_gb * (1 - headroom) - outside
     comm = communication(model, workload, placement, strategy)
     timing = step_timing(model, workload, placement, strategy, comm, reserved_gb=reserved)
-    by_operators = moe_priced_by_operators(table_for(placement.gpu_name, placement.compute), model, workload, strategy)
+    table = table_for(placement.gpu_name, placement.compute)
+    by_operators = moe_priced_by_operators(table, model, workload, strategy)
     return Estimate(
         strategy=strategy,
         fits=reserved <= capacity,
@@ -205,6 +207,7 @@ def estimate(
         gpu_work_s=timing.parts.gpu_s if timing.parts else 0.0,
         host_s=timing.parts.host_s if timing.parts else 0.0,
         layers_from_operators=by_operators,
+        host_as_mistral=priced_as_mistral(table, model),
     )
 
 

@@ -109,7 +109,7 @@ def make_plan(
     why = reasons.explain(request, shown, _in_precision(fitting, chosen), same, inter_reason, GPU_COUNT_TOLERANCE)
     why += kernel_reasons(request, chosen, same, model) + liger_gain(model, request, chosen, engines)
     why += precision_reasons(model, request, chosen, engines)
-    why += reasons.host_bound_reason(chosen.estimate, chosen.option.workload)
+    why += reasons.host_bound_reason(chosen.estimate, chosen.option.workload, model)
     why += reasons.nf4_experts_reason(model, chosen.option.workload)
     why += compile_reasons(request, chosen, rows)
     why += [r for r in lora_targets_for(request, model)[1:] if r]

@@ -248,17 +248,20 @@ HOST_SPREAD = (
 """How far a host-bound step moved between machines of one kind, measured: why such a prediction is the least sure."""
 
 
-def host_bound_reason(e: Estimate, workload: Workload) -> list[str]:
+def host_bound_reason(e: Estimate, workload: Workload, model: ModelSpec) -> list[str]:
     """One line where the chosen step is host-bound: the CPU issuing the kernels, not the GPU, sets its speed; where
-    train.py's layers run eager, compiling them issues fewer kernels (the plan's compile line says why it did not)."""
+    train.py's layers run eager, compiling them issues fewer kernels (the plan's compile line says why it did not);
+    where the host was priced from the Mistral layer's rows, how to time this model's own."""
     if not e.host_bound:
         return []
     eager = workload.script == "train.py" and not workload.layers_compiled
     compiled = "; compiled layers (--compile-layers) issue fewer kernels a layer" if eager else ""
+    probe = f"`probe --compute --model {model.name}`" if e.host_as_mistral else "`probe --compute`"
+    own = " (its host priced from the Mistral layer's rows; that times this model's own layer)" * e.host_as_mistral
     return [
         f"host-bound: issuing the kernels takes the CPU {e.host_s:.2f} s a step against {e.gpu_work_s:.2f} s of GPU "
         f"work, so this machine's CPU sets the step ({HOST_SPREAD}); longer sequences or a larger micro-batch give "
-        f"the GPU more per kernel{compiled}, and `probe --compute` on the training machine measures its own host"
+        f"the GPU more per kernel{compiled}, and {probe} on the training machine measures its own host{own}"
     ]
 
 

@@ -1,0 +1,134 @@
+"""Host time from the compute table's host rows: the CPU time PyTorch takes to issue a decoder layer's kernels, per
+lever (variant full | lora, compiled, liger), and once a step what lies outside the layers. Pure; no torch.
+
+Two kinds of rows (generator/probe/compute_host.py, compute_host_model.py):
+- the tiny Mistral layer's, which price any model the table has no rows of its own for;
+- a named model's own layer (`probe --compute --model M`: M's structure at tiny widths), keyed by what decides the
+  layer's code and its routing (model type, experts, top-k), read for that model ahead of the Mistral rows. A lever
+  M's own rows lack takes the Mistral row of that lever at M's measured ratio to the Mistral rows both have: an MoE
+  layer that issues twice the Mistral layer's work eagerly is taken to do so compiled too, until measured.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from generator.estimate.compute_table import ComputeTable
+    from generator.model.types import ModelSpec
+
+ModelKey = tuple[str, int, int]
+"""(model_type, experts, top_k): what a model's own host rows are keyed by (top_k 0 for a dense model)."""
+
+
+def model_key(model: ModelSpec) -> ModelKey:
+    return (model.model_type, model.num_experts, model.experts_per_token if model.num_experts else 0)
+
+
+def mistral_like(model: ModelSpec) -> bool:
+    """Whether the model's decoder layer is the one the Mistral rows time (a dense Mistral)."""
+    return model.model_type == "mistral" and not model.num_experts
+
+
+def priced_as_mistral(table: ComputeTable, model: ModelSpec) -> bool:
+    """Whether another model's host time is read from the Mistral layer's rows (no rows of its own in the table)."""
+    return bool(table.host) and not mistral_like(model) and model_key(model) not in table.host_models
+
+
+def row_model_key(row: dict) -> ModelKey | None:
+    """A host row's model key; None for the Mistral layer's rows (no model_type)."""
+    if "model_type" not in row:
+        return None
+    experts = int(row.get("experts") or 0)
+    return (str(row["model_type"]), experts, int(row.get("top_k") or 0) if experts else 0)
+
+
+def nonneg(x) -> float:
+    """A host or layer time: zero is a measurement too (two depths' difference drowned in noise)."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) or x < 0:
+        raise ValueError(f"not a non-negative number: {x!r}")
+    return float(x)
+
+
+def host_tables(rows: list[dict]) -> tuple[dict, dict]:
+    """(`host`, `host_step`) of a ComputeTable from the probe's rows of the Mistral layer (a named model's own rows are
+    left to model_host_tables); several rows of one key (probes run around a benchmark on its machine) average."""
+    fwd_bwd: dict = {}
+    step: dict = {}
+    for r in rows:
+        if row_model_key(r) is not None:
+            continue
+        fwd, both = nonneg(r["fwd_ms_per_layer"]) / 1e3, nonneg(r["fwdbwd_ms_per_layer"]) / 1e3
+        key = (r["variant"], bool(r["compiled"]), bool(r.get("liger", False)))
+        fwd_bwd.setdefault(key, []).append((fwd, max(both - fwd, 0.0)))
+        if "step_ms" in r:
+            step.setdefault(key, []).append(nonneg(r["step_ms"]) / 1e3)
+    host = {k: tuple(statistics.fmean(x) for x in zip(*v, strict=True)) for k, v in fwd_bwd.items()}
+    return host, {k: statistics.fmean(v) for k, v in step.items()}
+
+
+def model_host_tables(rows: list[dict]) -> dict:
+    """ModelKey -> (host, host_step) of each named model's own rows."""
+    groups: dict = {}
+    for r in rows:
+        key = row_model_key(r)
+        if key is not None:
+            groups.setdefault(key, []).append({k: v for k, v in r.items() if k != "model_type"})
+    return {k: host_tables(v) for k, v in groups.items()}
+
+
+def _lever_key(host: dict, variant: str, compiled: bool, liger: bool) -> tuple | None:
+    """The measured Mistral row nearest this layer: Liger's where measured (eager layers only: compiled layers keep
+    only Liger's loss), else the plain row, the eager one where no compiled one was measured; None without rows."""
+    for key in ((variant, compiled, liger and not compiled), (variant, compiled, False), (variant, False, False)):
+        if key in host:
+            return key
+    return None
+
+
+def host_ratio(host: dict, ref: dict) -> float | None:
+    """Median of `host`'s time per layer over `ref`'s on the levers both timed (another layer's, or another CPU's);
+    None where they share none."""
+    ratios = [sum(v) / sum(ref[k]) for k, v in host.items() if k in ref and sum(v) > 0 and sum(ref[k]) > 0]
+    return statistics.median(ratios) if ratios else None
+
+
+def rescaled(models: dict, ratio: float) -> dict:
+    """host_models with every time x ratio (the rows of a CPU `ratio` times as slow)."""
+    return {
+        m: ({k: (f * ratio, b * ratio) for k, (f, b) in host.items()}, {k: s * ratio for k, s in step.items()})
+        for m, (host, step) in models.items()
+    }
+
+
+def host_layer_s(
+    table: ComputeTable, variant: str, compiled: bool, liger: bool = False, model: ModelKey | None = None
+) -> tuple[float, float]:
+    """(forward, backward) host seconds per decoder layer: the model's own row of this lever, else the Mistral row
+    (at the model's own ratio where it has rows of other levers); (0, 0) without host rows."""
+    lever = (variant, compiled, liger and not compiled)
+    own = table.host_models.get(model) if model is not None else None
+    if own and lever in own[0]:
+        return own[0][lever]
+    key = _lever_key(table.host, variant, compiled, liger)
+    if key is None:
+        return (0.0, 0.0)
+    ratio = host_ratio(own[0], table.host) if own else None
+    f, b = table.host[key]
+    return (f * ratio, b * ratio) if ratio else (f, b)
+
+
+def host_step_s(
+    table: ComputeTable, variant: str, compiled: bool, liger: bool = False, model: ModelKey | None = None
+) -> float:
+    """Host seconds per optimizer step outside the decoder layers: the model's own row of this lever where it has
+    one, else the Mistral row's (embedding, loss and optimizer step run the same code for any decoder); 0 where the
+    table predates the step's timing."""
+    lever = (variant, compiled, liger and not compiled)
+    own = table.host_models.get(model) if model is not None else None
+    if own and lever in own[1]:
+        return own[1][lever]
+    key = _lever_key(table.host, variant, compiled, liger)
+    return table.host_step.get(key, 0.0) if key else 0.0
