@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 from generator.estimate.compute_table import from_document
+from generator.estimate.host_time import model_key
 from generator.model import load_model
 from generator.probe import compute_grid as grid
 
@@ -20,7 +21,7 @@ def probe(*args: str) -> subprocess.CompletedProcess:
 
 def test_cpu_probe_writes_every_section(tmp_path):
     out = tmp_path / "compute.json"
-    r = probe("--device", "cpu", "--output", str(out))
+    r = probe("--device", "cpu", "--model", "qwen2.5-7b", "--output", str(out))
     assert r.returncode == 0, r.stderr.decode()[-2000:]
     doc = json.loads(out.read_text())
     assert doc["version"] == 1 and doc["kind"] == "compute" and doc["device"] == "cpu" and doc["measured"]
@@ -39,6 +40,11 @@ def test_cpu_probe_writes_every_section(tmp_path):
     assert layer["fwd_ms_per_layer"] >= 0 and layer["fwdbwd_ms_per_layer"] >= 0 and layer["ckpt_ms_per_layer"] >= 0
     table = from_document(doc, "cpu probe")
     assert {k[-2:] for k in table.layers} == {("frozen", False)}  # (variant, compiled): the CPU times eager rows
+    # --model's own layer (Qwen2: q/k/v biases) has host rows of its own, under the key the planner looks it up by
+    own = [row for row in doc["host"] if "model_type" in row]
+    assert {(row["model"], row["variant"]) for row in own} == {("qwen2.5-7b", "lora"), ("qwen2.5-7b", "full")}
+    assert set(table.host_models) == {model_key(load_model("qwen2.5-7b"))}
+    assert {k[0] for k in table.host} == {"lora", "full"} and len(table.host) == 2  # the Mistral rows stay apart
     again = probe("--device", "cpu", "--output", str(out))
     assert again.returncode == 2 and b"already exists" in again.stderr
 

@@ -33,9 +33,9 @@ def test_the_real_layer_row_on_cpu():
     """transformers' own tiny Mistral at four depths: a row the compute table reads, with the host's spread."""
     pytest.importorskip("transformers")
     pytest.importorskip("peft")
-    from generator.estimate.compute_table import host_tables
+    from generator.estimate.host_time import host_tables
 
-    row = compute_host._hf_row(Clock("cpu"), "lora", compiled=False, rounds=3)
+    row = compute_host.hf_row(Clock("cpu"), "lora", compiled=False, rounds=3)
     assert row["depths"] == list(compute_host.DEPTHS) and row["rounds"] == 3
     # timings on a shared CI core are noise: the slopes' order is not asserted, only that the row is well formed
     # and that the table reads back exactly what the row says (a negative slope clips to zero, never goes below)

@@ -65,6 +65,9 @@ class Effort:
     compiled_layers: bool = False
     """Also time the MoE layers compiled as train.py compiles them (generator/probe/compute_layers.py): float8 and
     --compile-layers run them so; each variant compiles (tens of seconds)."""
+    host_model: float = 0.0
+    """Time box of --model's own host rows (generator/probe/compute_host_model.py), where its layer is not the tiny
+    Mistral's; 0: none."""
     layer_sizes: tuple[tuple[int, int], ...] = (grid.LAYER_TOKENS,)
     """(micro-batch, sequence) each MoE layer row is timed at (compute_grid.LAYER_SIZES_FULL for --full)."""
 
@@ -72,7 +75,7 @@ class Effort:
 FULL = Effort("full", gemm_bf16=24.0, gemm_fp8=16.0, cast=12.0, grouped=6.0, attention=12.0, flex=36.0, host=150.0,
               layers=150.0, gemm_tokens=grid.CUDA_TOKENS, lora_tokens=grid.LORA_TOKENS, cast_shapes=3,
               compiled_casts=True, attn_seqs=grid.ATTN_SEQS, host_compiled=True, host_rounds=12,
-              compiled_layers=True, layer_sizes=grid.LAYER_SIZES_FULL)  # fmt: skip
+              compiled_layers=True, layer_sizes=grid.LAYER_SIZES_FULL, host_model=120.0)  # fmt: skip
 """--full: every grid (97-150 s on one H200 over six runs, 2026-12-03: host rows 52 s, bf16 GEMMs 20, casts 17, float8
 GEMMs 13, flex 11, SDPA 10, MoE layers 5), and since 2026-12-04 the MoE layer rows compiled too (Mixtral's eager and
 compiled rows together took 61 s on one H200, bench/results/moe-layers-mixtral-h200-2026-12-04.json; the layer box
@@ -80,7 +83,7 @@ grew from 30 to 150 s for them)."""
 STANDARD = Effort("standard", gemm_bf16=10.0, gemm_fp8=6.0, cast=3.0, grouped=3.0, attention=7.0, flex=8.0,
                   host=14.0, layers=4.0, gemm_tokens=grid.CUDA_TOKENS_STANDARD, lora_tokens=grid.LORA_TOKENS[:1],
                   cast_shapes=1, compiled_casts=False, attn_seqs=grid.ATTN_SEQS, host_compiled=False,
-                  host_rounds=4)  # fmt: skip
+                  host_rounds=4, host_model=14.0)  # fmt: skip
 """The default, about a minute: the full probe's levels at the shapes a fine-tune's step spends most in (GEMMs at
 2,048-32,768 tokens, flex over 1,024-token documents, the eager host rows at a third of the rounds). Its first run
 (one H200, 2026-12-03, compute-h200-2026-12-03-standard.json) took 79 s, 89 s from the command line: torch.compile's
@@ -89,7 +92,8 @@ eager (the compiled ones are completed from the shipped table at this GPU's band
 Two runs of that (2026-12-03, the pair around h200-x1-families-unseen-2026-12-03-b): 60.0 and 54.6 s inside the
 probe, 71 and 62 s from the command line; on the fresh machine the first host row (with transformers' import) took
 the whole 12 s box, so the LoRA row, whose host floor binds most often, now runs first, in a box of 14 s (not yet
-run on a GPU)."""
+run on a GPU). --model's own host rows (a model whose layer is not Mistral's) have a box of their own, as long as
+the Mistral rows' (not yet run on a GPU)."""
 QUICK = Effort("quick", gemm_bf16=8.0, gemm_fp8=6.0, cast=3.0, grouped=3.0, attention=5.0, flex=0.0, host=0.0,
                layers=0.0, gemm_tokens=grid.CUDA_TOKENS_QUICK, lora_tokens=grid.LORA_TOKENS[:1], cast_shapes=1,
                compiled_casts=False, attn_seqs=grid.ATTN_SEQS_QUICK, host_compiled=False, host_rounds=0)  # fmt: skip
@@ -235,6 +239,9 @@ def measure(device: str, model: ModelSpec | None, effort: Effort = STANDARD, on_
 
         doc["host"] = host_rows(clock, compiled=cuda and budget.host_compiled, budget_s=budget.host if cuda else 60.0,
                                 rounds=budget.host_rounds or None)  # fmt: skip
+        from generator.probe.compute_host_model import own_host_rows
+
+        doc["host"] += own_host_rows(clock, model, budget.host_model, budget.host_compiled, budget.host_rounds)
     else:  # one row of four depths in interleaved rounds takes longer than --quick's whole budget
         doc["host"] = []
         clock.skipped.append("host rows: skipped under --quick (plan --compute-file takes the shipped table's)")
@@ -266,7 +273,8 @@ def measure(device: str, model: ModelSpec | None, effort: Effort = STANDARD, on_
             "hbm": "1 GiB bf16 tensors (bytes read + written)",
             "host": "wall time per layer of a tiny eager (or compiled, or Liger's) decoder layer stack, synchronised, "
             "with clipping and fused AdamW: the CPU cost of issuing the layer's kernels, and step_ms the step's rest "
-            "(generator/probe/compute_host.py)",
+            "(generator/probe/compute_host.py); rows with a model_type: --model's own layer at the same tiny widths "
+            "(generator/probe/compute_host_model.py)",
             "layers": "transformers' own MoE decoder layers at real widths, bf16, depth 3 minus depth 1, frozen and "
             "fully trained (generator/probe/compute_layers.py)",
             "measured_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),

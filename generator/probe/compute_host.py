@@ -148,26 +148,37 @@ def _variant_row(clock: Clock, variant: str, compiled: bool) -> dict:
 
 
 def _hf_model(clock: Clock, variant: str, layers: int, compiled: bool, liger: bool = False):
-    """A tiny MistralForCausalLM as train.py runs it: fp32 weights for full, a bf16 base under peft's LoRA, Liger's
-    kernels applied to the base model first (training/model.py apply_liger)."""
+    """A tiny MistralForCausalLM as train.py runs it (train_py_model)."""
     from transformers import MistralConfig, MistralForCausalLM
 
     cfg = MistralConfig(hidden_size=HIDDEN, intermediate_size=INTER, num_hidden_layers=layers,
                         num_attention_heads=HEADS, num_key_value_heads=KV_HEADS, vocab_size=512,
                         max_position_embeddings=4 * TOKENS, attn_implementation="sdpa")  # fmt: skip
     dtype = torch.bfloat16 if variant == "lora" else torch.float32
-    model = MistralForCausalLM(cfg).to(device=clock.device, dtype=dtype)
+    return train_py_model(MistralForCausalLM(cfg).to(device=clock.device, dtype=dtype), variant, compiled, liger)
+
+
+LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+"""train.py's default LoRA targets, kept where the model has them as nn.Linear (training/model.py linear_targets)."""
+
+
+def train_py_model(model, variant: str, compiled: bool, liger: bool, moe: bool = False):
+    """`model` with train.py's levers on it: fp32 weights for full, a bf16 base under peft's LoRA (its default targets
+    that are Linears here), Liger's kernels applied to the base model first (training/model.py apply_liger: an MoE's
+    SwiGLU stays transformers'), and each decoder layer compiled in place (training/precision.py compile_layers)."""
     model.config.use_cache = False
     if liger:
         from liger_kernel.transformers import _apply_liger_kernel_to_instance
 
-        _apply_liger_kernel_to_instance(model=model)
+        _apply_liger_kernel_to_instance(model=model, **({"swiglu": False} if moe else {}))
     if variant == "lora":
         from peft import LoraConfig, get_peft_model
 
-        targets = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+        present = {name.rsplit(".", 1)[-1] for name, m in model.named_modules() if isinstance(m, nn.Linear)}
+        targets = [t for t in LORA_TARGETS if t in present]
         model = get_peft_model(model, LoraConfig(r=16, lora_alpha=32, lora_dropout=0.0, target_modules=targets))
     if compiled:
+        layers = model.config.num_hidden_layers
         blocks = [m for m in model.modules() if isinstance(m, nn.ModuleList) and len(m) == layers]
         for layer in blocks[0]:
             layer.compile()
@@ -210,17 +221,18 @@ def _quartiles(v: list[float]) -> tuple[float, float, float]:
     return q[0], statistics.median(v), q[2]
 
 
-def _hf_row(clock: Clock, variant: str, compiled: bool, liger: bool = False, rounds: int = ROUNDS) -> dict:
+def hf_row(clock: Clock, variant: str, compiled: bool, liger: bool = False, rounds: int = ROUNDS, build=None) -> dict:
     """Per-layer host time: the slope of the median step time over DEPTHS (least squares), timed in interleaved
     rounds; the intercept is the step's host time outside the layers. Two depths and seven repeats (the former probe)
     read 7.8 and 3.9 ms for one layer on one machine five minutes apart (bench/results/host-rows-twice-h200-2026-12-03
     .json): a difference of two medians of a noisy host. The row also keeps the slope of the minima and the quartile
-    spread of the deepest step, so a reader sees how noisy the host was."""
+    spread of the deepest step, so a reader sees how noisy the host was. `build(clock, variant, depth, compiled,
+    liger)` gives the model at each depth: the tiny Mistral unless given (compute_host_model: a named model's own)."""
     ids = torch.randint(0, 512, (1, TOKENS), device=clock.device)
     autocast = torch.autocast(clock.device, dtype=torch.bfloat16)
     fns = []
     for depth in DEPTHS:
-        model = _hf_model(clock, variant, depth, compiled, liger)
+        model = (build or _hf_model)(clock, variant, depth, compiled, liger)
         params = [p for p in model.parameters() if p.requires_grad]
         opt = torch.optim.AdamW(params, lr=1e-6, fused=clock.device == "cuda")  # train.py's optimizer
 
@@ -258,7 +270,7 @@ def _have_liger() -> bool:
     return True
 
 
-def _have_transformers() -> bool:
+def have_transformers() -> bool:
     try:
         import peft  # noqa: F401
         import transformers  # noqa: F401
@@ -272,7 +284,7 @@ def host_rows(clock: Clock, compiled: bool, budget_s: float, rounds: int | None 
     layer with Liger's kernels where liger-kernel is installed: transformers' own layer where it is installed (on a
     GPU), else the stand-in (no Liger rows)."""
     rows, t_end = [], time.monotonic() + budget_s
-    real = clock.device == "cuda" and _have_transformers()  # CPU mode (tests) times the quicker stand-in
+    real = clock.device == "cuda" and have_transformers()  # CPU mode (tests) times the quicker stand-in
     # Liger's patch swaps transformers' module-level RMSNorm, MLP and RoPE for every model built after it, so its
     # rows come last (run first, they leaked its kernels into the compiled rows: 2026-12-03, 1.8x the host time).
     kinds = [(False, False)] + [(True, False)] * compiled + [(False, True)] * (real and _have_liger())
@@ -283,7 +295,7 @@ def host_rows(clock: Clock, compiled: bool, budget_s: float, rounds: int | None 
                 clock.skipped.append(f"{name}: time box")
                 continue
             try:
-                row = (_hf_row(clock, variant, is_compiled, liger, rounds or ROUNDS) if real
+                row = (hf_row(clock, variant, is_compiled, liger, rounds or ROUNDS) if real
                        else _variant_row(clock, variant, is_compiled))  # fmt: skip
                 rows.append(row)
             except Exception as exc:  # no inductor toolchain, a transformers without Mistral, say
