@@ -9,7 +9,7 @@ set -uo pipefail
 OUT=${OUT:-/tmp/gpu-tests-out}
 mkdir -p "$OUT"
 LOG="$OUT/gpu-tests.log"
-FILES=$(grep -l "cuda.is_available" tests/test_*.py | sort)
+FILES=$(grep -lE "cuda.is_available|needs_cuda" tests/test_*.py | sort)
 {
     echo "# $(date -u +%FT%TZ) $(git rev-parse --short HEAD 2>/dev/null || echo unknown-commit)"
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1

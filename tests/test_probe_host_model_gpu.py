@@ -9,17 +9,9 @@ import pytest
 
 from generator.estimate.host_time import model_host_tables, model_key
 from generator.model import load_model
+from tests.cuda_mark import needs_cuda
 
-
-def _cuda() -> bool:
-    try:
-        import torch
-    except ImportError:
-        return False
-    return torch.cuda.is_available()
-
-
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(not _cuda(), reason="needs a CUDA GPU")]
+pytestmark = [pytest.mark.slow, needs_cuda]
 
 
 def test_mixtrals_own_layer_issues_more_host_work_than_mistrals():

@@ -13,20 +13,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.cuda_mark import needs_cuda
 from training import fit
 from training.args import parse_args
 from training.errors import EXIT_OUT_OF_MEMORY
 
-
-def _cuda() -> bool:
-    try:
-        import torch
-    except ImportError:
-        return False
-    return torch.cuda.is_available()
-
-
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(not _cuda(), reason="needs a CUDA GPU")]
+pytestmark = [pytest.mark.slow, needs_cuda]
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "recipes" / "data" / "synthetic_instruct.jsonl"
 TOO_BIG = ["--method", "lora", "--seq-len", "4096", "--micro-batch", "64", "--global-batch", "64",
