@@ -10,6 +10,7 @@ machine that has them (`ONLY='*-g2-*' bash bench/gpu_sweep.sh 540` on two GPUs).
 
     python bench/sweep.py --budget-s 540 --only 'train.py-*-s32768-*'   # glob patterns, run in the order given
     python bench/sweep.py --list
+    python bench/sweep.py --host-from compute.json --only '...'   # price the cells with this machine's probe's host
 
 Cell keys: `<script>-g<GPUs>-<strategy>-<method>-s<seq>-mb<mb>-ckpt<on|off>-<sdpa|flex>-<short|fill>[-liger]`.
 Documents: `short` is recipes/data/synthetic_instruct.jsonl packed (about 54 tokens per example under the bench's
@@ -300,6 +301,15 @@ def init_s(cell: Cell) -> float:
     return 40.0 if cell.method == "qlora" and cell.model.startswith("mixtral") and cell.layers is None else 20.0
 
 
+def host_rows_of(probe: Path) -> list[dict]:
+    """The host rows of a `probe --compute` file (the Mistral layer's and any --model's own); SystemExit naming the
+    file where it has none (a --quick probe), so a call never prices its cells with rows it did not measure."""
+    rows = json.loads(probe.read_text()).get("host") or []
+    if not rows:
+        raise SystemExit(f"{probe}: no host rows (a --quick probe times none); run the default or --full probe")
+    return rows
+
+
 def visible_gpus() -> int:
     """GPUs this process may use: CUDA_VISIBLE_DEVICES when set, else nvidia-smi's list (0 without either)."""
     ids = os.environ.get("CUDA_VISIBLE_DEVICES")
@@ -322,6 +332,9 @@ def main() -> int:
     ap.add_argument("--budget-s", type=float, default=540, help="skip a cell that would pass this wall time")
     ap.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "bench-sweep")
     ap.add_argument("--list", action="store_true", help="print the cell keys and exit")
+    ap.add_argument("--host-from", type=Path, action="append", default=[], metavar="COMPUTE_FILE",
+                    help="a `probe --compute` file run on this machine in this call: its host rows go into the "
+                    "results' `host`, which bench/calibration.py prices its rows with (repeatable)")  # fmt: skip
     args = ap.parse_args()
     cells = select(CELLS, args.only.split(","))
     if args.list:
@@ -333,9 +346,13 @@ def main() -> int:
     path = args.results or REPO / "bench" / "results" / f"{machine}-sweep-{date.today().isoformat()}.json"
     results = json.loads(path.read_text()) if path.exists() else {"machine": machine, "cells": {}}
     results.setdefault("versions", {}).update(versions())
+    for probe in args.host_from:
+        results.setdefault("host", []).extend({**r, "source": probe.name} for r in host_rows_of(probe))
     args.workdir.mkdir(parents=True, exist_ok=True)
     model_dir(args.workdir)
     paths = [path] + ([args.also_write] if args.also_write else [])
+    if args.host_from:  # written before the first cell, which may hang
+        save(results, *paths)
     for cell in cells:
         if results["cells"].get(cell.key, {}).get("status") in ("ok", "oom"):
             continue

@@ -190,3 +190,27 @@ def test_a_file_with_its_machines_host_rows_prices_its_rows_with_them():
     shipped, probed = predict(rows["plain.json"], {}), predict(rows["probed.json"], {})
     assert probed.step_s > shipped.step_s
     assert probed.step_s >= 32 * 12e-3 + 20e-3  # at least that host's time per step
+
+
+def test_host_from_puts_the_probes_host_rows_in_the_results_before_any_cell(tmp_path, monkeypatch):
+    """`--host-from` copies a probe file's host rows (its own-model rows too) into the results, named by file, and
+    refuses a probe with none, in one line."""
+    probe = tmp_path / "compute-q3.json"
+    rows = [{"variant": "lora", "compiled": False, "fwd_ms_per_layer": 1.0, "fwdbwd_ms_per_layer": 3.0},
+            {"variant": "lora", "compiled": False, "fwd_ms_per_layer": 2.0, "fwdbwd_ms_per_layer": 6.0,
+             "model": "q3", "model_type": "qwen3_moe", "experts": 128, "top_k": 8}]  # fmt: skip
+    probe.write_text(json.dumps({"kind": "compute", "host": rows}))
+    monkeypatch.setattr(sweep, "versions", lambda: {})  # nvidia-smi and the GPU's driver: not on this machine
+
+    def run(out: Path) -> int:
+        monkeypatch.setattr(sys, "argv", ["sweep.py", "--results", str(out), "--only", "no-such-cell", "--workdir",
+                                          str(tmp_path / "w"), "--host-from", str(probe)])  # fmt: skip
+        return sweep.main()
+
+    assert run(tmp_path / "results.json") == 0
+    written = json.loads((tmp_path / "results.json").read_text())["host"]
+    assert written == [{**row, "source": "compute-q3.json"} for row in rows]
+    probe.write_text(json.dumps({"kind": "compute", "host": []}))
+    with pytest.raises(SystemExit, match="no host rows"):
+        run(tmp_path / "other.json")
+    assert not (tmp_path / "other.json").exists()
