@@ -2,6 +2,7 @@
 carried across levers at the model's measured ratio, and filled in from the shipped table by a file without them."""
 
 import copy
+import json
 from dataclasses import replace
 
 import pytest
@@ -78,3 +79,32 @@ def test_a_file_without_own_rows_takes_the_references_at_its_cpus_ratio():
     assert "other models' own host rows" in filled.filled
     f, b = host_layer_s(filled, "lora", False, False, model=model_key(QWEN))
     assert f + b == pytest.approx(2 * 9e-3)
+
+
+def test_a_qlora_row_prices_that_models_qlora_steps_and_nothing_else():
+    """Rows of train.py's NF4 Mixtral layer (bench/scripts/qlora_host.py) price Mixtral's QLoRA host; its LoRA steps
+    keep the Mistral rows, and a QLoRA model without a row of its own is priced as a LoRA layer."""
+    table = _table([*MISTRAL_ROWS, {**_row("lora", False, 40.0, 30.0, model=MIXTRAL), "variant": "qlora"}])
+    mixtral = model_key(MIXTRAL)
+    assert host_layer_s(table, "qlora", False, model=mixtral) == pytest.approx((10e-3, 30e-3))
+    assert host_step_s(table, "qlora", False, model=mixtral) == pytest.approx(30e-3)
+    assert host_layer_s(table, "lora", False, model=mixtral) == host_layer_s(table, "lora", False)
+    assert host_layer_s(table, "qlora", False, model=model_key(MISTRAL)) == host_layer_s(table, "lora", False)
+    w = Workload(method="qlora", seq_len=4096, micro_batch=1, grad_checkpointing=True, load_dtype="bf16")
+    assert compute_time(table, MIXTRAL, w, "ddp").host_s == pytest.approx(32 * (2 * 10e-3 + 30e-3) + 30e-3)
+
+
+def test_the_bench_script_times_train_py_s_qlora_layer_for_the_table(tmp_path):
+    """bench/scripts/qlora_host.py on CPU: train.py's NF4 Mixtral at tiny widths with its eight experts, one qlora row
+    under Mixtral's key, which the table reads for it (the times of a toy on a shared CPU are not checked)."""
+    pytest.importorskip("bitsandbytes")
+    from bench.scripts import qlora_host
+
+    out = tmp_path / "qlora-host.json"
+    qlora_host.main(["--model", "mixtral-8x7b", "--rounds", "2", "--out", str(out)])
+    doc = json.loads(out.read_text())
+    (row,) = doc["host"]
+    assert (row["variant"], row["experts"], row["top_k"]) == ("qlora", 8, 2) and doc["kind"] == "qlora-host"
+    table = _table([*MISTRAL_ROWS, *doc["host"]])
+    assert set(table.host_models) == {model_key(MIXTRAL)}
+    assert ("qlora", False, False) in table.host_models[model_key(MIXTRAL)][0]

@@ -138,8 +138,7 @@ def _host_s(table: ComputeTable, model: ModelSpec, workload: Workload, fwd: int)
     """Host seconds of one optimizer step: each decoder layer's forward (rerun under checkpointing) and backward in
     every micro-step, and the step's work outside the layers once; the model's own layer's rows where the table has
     them (generator/estimate/host_time.py)."""
-    variant = "full" if workload.method == "full" else "lora"
-    args = (table, variant, workload.layers_compiled, liger_kernels(workload), model_key(model))
+    args = (table, workload.method, workload.layers_compiled, liger_kernels(workload), model_key(model))
     f, b = host_layer_s(*args)
     return workload.grad_accum * model.num_layers * (fwd * f + b) + host_step_s(*args)
 

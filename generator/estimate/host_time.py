@@ -1,5 +1,5 @@
 """Host time from the compute table's host rows: the CPU time PyTorch takes to issue a decoder layer's kernels, per
-lever (variant full | lora, compiled, liger), and once a step what lies outside the layers. Pure; no torch.
+lever (variant full | lora | qlora, compiled, liger), and once a step what lies outside the layers. Pure; no torch.
 
 Two kinds of rows (generator/probe/compute_host.py, compute_host_model.py):
 - the tiny Mistral layer's, which price any model the table has no rows of its own for;
@@ -7,6 +7,8 @@ Two kinds of rows (generator/probe/compute_host.py, compute_host_model.py):
   layer's code and its routing (model type, experts, top-k), read for that model ahead of the Mistral rows. A lever
   M's own rows lack takes the Mistral row of that lever at M's measured ratio to the Mistral rows both have: an MoE
   layer that issues twice the Mistral layer's work eagerly is taken to do so compiled too, until measured.
+  Its QLoRA layer (variant qlora, train.py's NF4 layer: bench/scripts/qlora_host.py, which needs training/) is read
+  for its QLoRA steps; a QLoRA step without such a row is priced as a LoRA layer.
 """
 
 from __future__ import annotations
@@ -103,16 +105,28 @@ def rescaled(models: dict, ratio: float) -> dict:
     }
 
 
+def _own_row(own: tuple | None, variant: str, compiled: bool, liger: bool, which: int):
+    """The model's own row of this lever (a QLoRA layer without one: its LoRA layer's), else None."""
+    if not own:
+        return None
+    for v in (variant, "lora") if variant == "qlora" else (variant,):
+        lever = (v, compiled, liger and not compiled)
+        if lever in own[which]:
+            return own[which][lever]
+    return None
+
+
 def host_layer_s(
     table: ComputeTable, variant: str, compiled: bool, liger: bool = False, model: ModelKey | None = None
 ) -> tuple[float, float]:
-    """(forward, backward) host seconds per decoder layer: the model's own row of this lever, else the Mistral row
-    (at the model's own ratio where it has rows of other levers); (0, 0) without host rows."""
-    lever = (variant, compiled, liger and not compiled)
+    """(forward, backward) host seconds per decoder layer of `variant` (full | lora | qlora): the model's own row of
+    this lever, else the Mistral row (a QLoRA layer's is LoRA's; at the model's own ratio where it has rows of other
+    levers); (0, 0) without host rows."""
     own = table.host_models.get(model) if model is not None else None
-    if own and lever in own[0]:
-        return own[0][lever]
-    key = _lever_key(table.host, variant, compiled, liger)
+    row = _own_row(own, variant, compiled, liger, 0)
+    if row is not None:
+        return row
+    key = _lever_key(table.host, "lora" if variant == "qlora" else variant, compiled, liger)
     if key is None:
         return (0.0, 0.0)
     ratio = host_ratio(own[0], table.host) if own else None
@@ -126,9 +140,9 @@ def host_step_s(
     """Host seconds per optimizer step outside the decoder layers: the model's own row of this lever where it has
     one, else the Mistral row's (embedding, loss and optimizer step run the same code for any decoder); 0 where the
     table predates the step's timing."""
-    lever = (variant, compiled, liger and not compiled)
     own = table.host_models.get(model) if model is not None else None
-    if own and lever in own[1]:
-        return own[1][lever]
-    key = _lever_key(table.host, variant, compiled, liger)
+    step = _own_row(own, variant, compiled, liger, 1)
+    if step is not None:
+        return step
+    key = _lever_key(table.host, "lora" if variant == "qlora" else variant, compiled, liger)
     return table.host_step.get(key, 0.0) if key else 0.0
