@@ -240,6 +240,19 @@ QWEN3_MOE_B = (
     replace(_family("qwen3-30b-a3b", "lora", 8192, 1, True, False), compiled=True),
 )
 
+# Chosen on 2026-12-04 (fourth session) before any ran, with the host rows of a model's own layer (`probe --compute
+# --model`, bench/scripts/qlora_host.py), for the call that measures those rows on the same machine first
+# (bench/README.md Next 1 and 3; `bench/sweep.py --host-from`): Mixtral QLoRA between its launch-bound micro-batch 1
+# and its GPU-bound 8, and two Qwen3-30B-A3B steps neither earlier call ran (compiled bf16 at 2,048 x 2, beside the
+# float8 cell that read +43.9% there; float8 at 1,024 x 4, host-heavier still). Predicted with the shipped table,
+# whose host rows are the Mistral layer's: 4,208, 4,394, 20,010 and 20,010 tokens/s (the Qwen3 pair host-bound).
+NEXT_HOST = (
+    replace(MIXTRAL_QLORA, micro_batch=2),
+    replace(MIXTRAL_QLORA, micro_batch=4),
+    replace(QWEN3_MOE_B[0], precision="bf16", compiled=True),
+    replace(QWEN3_MOE_B[0], seq_len=1024, micro_batch=4),
+)
+
 FAMILY_CELLS: tuple[Cell, ...] = (
     MIXTRAL_QLORA,
     MIXTRAL_FULL_L4,
@@ -273,6 +286,7 @@ FAMILY_CELLS: tuple[Cell, ...] = (
     QWEN3_MOE_LORA_COMPILED,
     QWEN3_MOE_LORA,
     *QWEN3_MOE_B,
+    *NEXT_HOST,
 )
 
 # (the plan's default pick, its runner-up): one lever apart, measured in the same call where the budget allows.
