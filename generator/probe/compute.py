@@ -239,9 +239,6 @@ def measure(device: str, model: ModelSpec | None, effort: Effort = STANDARD, on_
 
         doc["host"] = host_rows(clock, compiled=cuda and budget.host_compiled, budget_s=budget.host if cuda else 60.0,
                                 rounds=budget.host_rounds or None)  # fmt: skip
-        from generator.probe.compute_host_model import own_host_rows
-
-        doc["host"] += own_host_rows(clock, model, budget.host_model, budget.host_compiled, budget.host_rounds)
     else:  # one row of four depths in interleaved rounds takes longer than --quick's whole budget
         doc["host"] = []
         clock.skipped.append("host rows: skipped under --quick (plan --compute-file takes the shipped table's)")
@@ -250,6 +247,13 @@ def measure(device: str, model: ModelSpec | None, effort: Effort = STANDARD, on_
 
     doc["layers"] = layer_rows(clock, _moe_configs(model), budget.layers if cuda else 60.0,
                                compiled=cuda and budget.compiled_layers, sizes=budget.layer_sizes)  # fmt: skip
+    if budget.host > 0 or not cuda:
+        # last: Liger's rows of --model's own layer patch its model type's module (RMSNorm, RoPE) for every model of
+        # that type built after them, the whole-layer rows of an MoE --model among them
+        step("host time per layer, --model's own layer")
+        from generator.probe.compute_host_model import own_host_rows
+
+        doc["host"] += own_host_rows(clock, model, budget.host_model, budget.host_compiled, budget.host_rounds)
     step(None)
     name = torch.cuda.get_device_name() if cuda else "cpu"
     return {
