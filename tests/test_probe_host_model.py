@@ -1,0 +1,37 @@
+"""The tiny copy of a named model that `probe --compute --model` times for its own host rows keeps what decides the
+layer's kernels (model type, expert count and top-k, biases, attention layout) and only that model's widths shrink."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from generator.probe.compute_host import HEADS, HIDDEN, KV_HEADS
+from generator.probe.compute_host_model import host_config
+from generator.probe.compute_layers import hf_config_dict
+
+ROOT = Path(__file__).resolve().parents[1]
+pytest.importorskip("transformers")
+
+
+def _bench_model(name: str) -> dict:
+    return {k: v for k, v in json.loads((ROOT / "bench" / "models" / f"{name}.json").read_text()).items()
+            if not k.startswith("_")}  # fmt: skip
+
+
+def test_an_moe_keeps_its_experts_and_routing_at_tiny_widths():
+    cfg = _bench_model("qwen3-30b-a3b")
+    tiny = host_config(cfg, layers=4)
+    assert (tiny.model_type, tiny.num_experts, tiny.num_experts_per_tok) == ("qwen3_moe", 128, 8)
+    assert tiny.num_hidden_layers == 4 and tiny.hidden_size == HIDDEN and tiny.moe_intermediate_size < 768
+    mixtral = host_config(hf_config_dict("mixtral-8x7b"), layers=2)
+    assert (mixtral.num_local_experts, mixtral.num_experts_per_tok) == (8, 2)
+
+
+def test_attention_layout_and_biases_are_kept():
+    llama2 = host_config(hf_config_dict("llama-2-13b"), layers=2)  # full multi-head attention
+    assert llama2.num_key_value_heads == llama2.num_attention_heads == HEADS
+    qwen = host_config(hf_config_dict("qwen2.5-7b"), layers=2)  # grouped queries, q/k/v biases in its modeling code
+    assert (qwen.model_type, qwen.num_attention_heads, qwen.num_key_value_heads) == ("qwen2", HEADS, KV_HEADS)
+    # the real token ids (151,643) are dropped with the real vocabulary: the config class's defaults fit the tiny one
+    assert qwen.vocab_size == 512 and all(t is None or t < 512 for t in (qwen.bos_token_id, qwen.eos_token_id))
