@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import statistics
+from pathlib import PurePath
 
 from rich.table import Table
 
@@ -32,6 +33,7 @@ def print_summary(console, doc: dict) -> None:
     table.add_row("HBM", str(len(doc["hbm"])), _span([r["gbps"] for r in doc["hbm"]]), "GB/s")
     for r in doc.get("host", []):
         name = f"host {r['variant']}" + (" compiled" if r["compiled"] else "") + (" liger" if r.get("liger") else "")
+        name += f", {PurePath(str(r['model'])).name}'s layer" if "model_type" in r else ""  # a directory: its name
         step = f", {r['step_ms']:.3g} ms/step outside" if "step_ms" in r else ""
         table.add_row(
             name, "1", f"{r['fwd_ms_per_layer']:.3g} fwd / {r['fwdbwd_ms_per_layer']:.3g} step{step}", "ms/layer"
