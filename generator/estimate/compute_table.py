@@ -91,6 +91,13 @@ def _num(x) -> float:
     return float(x)
 
 
+def _count(x, low: int = 1) -> int:
+    """A shape or count: a whole number (an integral float too, as JSON may write one) of at least `low`."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) or x != int(x) or x < low:
+        raise ValueError(f"not a whole number of at least {low}: {x!r}")
+    return int(x)
+
+
 def from_document(doc: dict, source: str) -> ComputeTable:
     """Parse a `probe --compute` document (see generator/probe/compute.py); ValueError on anything malformed."""
     if not isinstance(doc, dict) or doc.get("kind") != "compute" or doc.get("version") != 1:
@@ -102,7 +109,7 @@ def from_document(doc: dict, source: str) -> ComputeTable:
     per_call = bool(doc.get("measured")) and doc.get("device") == "cuda" and timing != GEMM_BURST
     for dtype, rows in (doc.get("gemm") or {}).items():
         for r in rows:
-            m, k, n, rate = int(r["m"]), int(r["k"]), int(r["n"]), _num(r["tflops"])
+            m, k, n, rate = _count(r["m"]), _count(r["k"]), _count(r["n"]), _num(r["tflops"])
             if per_call and "ms" in r:
                 ms = _num(r["ms"])
                 rate *= ms / max(ms - PER_CALL_LAUNCH_GAP_MS, 0.5 * ms)
@@ -111,15 +118,16 @@ def from_document(doc: dict, source: str) -> ComputeTable:
         raise ValueError("the compute file has no bf16 forward GEMM rows")
     grouped: dict = {}
     for r in doc.get("grouped_gemm") or []:
-        row = (int(r["tokens"]) * int(r["top_k"]), int(r["k"]), int(r["n"]), _num(r["tflops"]))
+        row = (_count(r["tokens"]) * _count(r["top_k"]), _count(r["k"]), _count(r["n"]), _num(r["tflops"]))
         grouped.setdefault(r["impl"], []).append(row)
     attention: dict = {}
     for r in doc.get("attention") or []:
         fwd, both = _num(r["fwd_ms"]), _num(r["fwdbwd_ms"])
-        f = 4.0 * r["mb"] * r["heads"] * r["head_dim"] * r["seq"] * r["keys_per_query"]
+        seq, heads, kv_heads = _count(r["seq"]), _count(r["heads"]), _count(r["kv_heads"])
+        f = 4.0 * _count(r["mb"]) * heads * _count(r["head_dim"]) * seq * _num(r["keys_per_query"])
         bwd_ms = max(both - fwd, 0.5 * fwd)
-        doc_len = int(r.get("doc") or r["seq"])
-        row = (int(r["seq"]), int(r["heads"]), int(r["kv_heads"]), doc_len, f / fwd / 1e9, f / bwd_ms / 1e9)
+        doc_len = _count(r.get("doc") or seq)  # 0 or absent: one document per sequence
+        row = (seq, heads, kv_heads, doc_len, f / fwd / 1e9, f / bwd_ms / 1e9)
         attention.setdefault(r["path"], []).append(row)
     casts = {(r["kind"], r["mode"]): [] for r in doc.get("fp8_cast") or []}
     for r in doc.get("fp8_cast") or []:
@@ -131,10 +139,12 @@ def from_document(doc: dict, source: str) -> ComputeTable:
     host_models = model_host_tables(doc.get("host") or [])
     layers: dict = {}
     for r in doc.get("layers") or []:
-        key = tuple(int(r[k]) for k in ("hidden", "intermediate", "heads", "kv_heads", "experts", "top_k"))
+        key = (*(_count(r[k]) for k in ("hidden", "intermediate", "heads", "kv_heads")),
+               *(_count(r[k], low=0) for k in ("experts", "top_k")))  # fmt: skip
         fwd, both = nonneg(r["fwd_ms_per_layer"]) / 1e3, nonneg(r["fwdbwd_ms_per_layer"]) / 1e3
         ckpt = r.get("ckpt_ms_per_layer")
-        row = (int(r["mb"]), int(r["seq"]), fwd, max(both - fwd, 0.0), None if ckpt is None else nonneg(ckpt) / 1e3)
+        ckpt_s = None if ckpt is None else nonneg(ckpt) / 1e3
+        row = (_count(r["mb"]), _count(r["seq"]), fwd, max(both - fwd, 0.0), ckpt_s)
         variant = (str(r["variant"]), bool(r.get("compiled")))  # rows before compiled ones existed are eager
         layers.setdefault((*key, *variant), {})[row[0] * row[1]] = row  # a later row of one size wins
     return ComputeTable(

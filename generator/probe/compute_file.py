@@ -15,6 +15,6 @@ def load_compute_file(path: str) -> ComputeTable:
     source = f"{path} (probe --compute on {doc.get('gpu') if isinstance(doc, dict) else '?'}, {measured_at})"
     try:
         table = from_document(doc, source)
-    except (ValueError, KeyError, TypeError) as exc:
+    except (ValueError, KeyError, TypeError, ArithmeticError) as exc:  # ArithmeticError: int() of an infinity
         raise UserError(f"compute file {path!r}: {exc}; write it with `python -m generator probe --compute`") from None
     return table
