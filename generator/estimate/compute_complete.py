@@ -18,11 +18,10 @@ from __future__ import annotations
 import statistics
 from dataclasses import replace
 
+from generator.estimate.compute_scaling import faster_gemm_rows, faster_layer_rows
 from generator.estimate.compute_table import (
     ComputeTable,
     attention_tflops,
-    faster_gemm_rows,
-    faster_layer_rows,
     gemm_tflops,
 )
 from generator.estimate.host_time import host_ratio, rescaled

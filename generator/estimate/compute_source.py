@@ -13,7 +13,8 @@ from pathlib import Path
 
 from generator.catalog.gpus import find_gpu
 from generator.estimate.compute_complete import completed
-from generator.estimate.compute_table import ComputeTable, from_document, scaled
+from generator.estimate.compute_scaling import scaled
+from generator.estimate.compute_table import ComputeTable, from_document
 from generator.estimate.hardware import gpu_rates
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "compute"
