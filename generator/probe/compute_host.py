@@ -6,13 +6,10 @@ A step whose GPU work per layer is shorter than this waits on the host (issue 20
 (estimate.compute_time). Where transformers is installed the layer is transformers' own MistralDecoderLayer in a
 tiny MistralForCausalLM (peft's LoRA on all seven projections for the lora variant), timed at four depths in
 interleaved rounds and fitted by least squares, so the embedding, mask, lm_head and loss drop out of the per-layer
-figure; otherwise a stand-in written op for op as that
-layer runs eagerly: RMSNorm (fp32 upcast, pow, mean, rsqrt, mul, downcast, weight), q/k/v/o, RoPE (rotate_half),
-SDPA, residual adds, gate/up/down with SiLU, under autocast with fp32 weights (train.py's full fine-tune) or a bf16
-base with fp32 rank-r adapters (peft's LoRA: dropout, A, B, scaling, add). `compiled`: each layer under
-torch.compile (train.py --compile-layers; fp8 always). `liger` (where liger-kernel is installed, eager layers only,
-as train.py applies it): Liger's RMSNorm, RoPE, SwiGLU and fused cross-entropy, whose Triton kernels and Python
-autograd functions cost the host more per layer than the aten ops they replace.
+figure; otherwise a stand-in written op for op as that layer runs eagerly (compute_host_standin.py). `compiled`:
+each layer under torch.compile (train.py --compile-layers; fp8 always). `liger` (where liger-kernel is installed,
+eager layers only, as train.py applies it): Liger's RMSNorm, RoPE, SwiGLU and fused cross-entropy, whose Triton
+kernels and Python autograd functions cost the host more per layer than the aten ops they replace.
 
 The real layer is timed as train.py runs a step: forward, backward, gradient clipping and fused AdamW, so
 `fwdbwd_ms_per_layer` holds the optimizer's per-layer share, and `step_ms` what does not grow with depth (embedding,
@@ -39,112 +36,6 @@ ROUNDS = 12
 """Interleaved rounds per depth (each round times a forward and a whole step at every depth, BURST times each)."""
 BURST = 3
 """Back-to-back calls per visit; the first of each visit runs on cold caches and is not kept (_interleaved)."""
-
-
-class _Norm(nn.Module):
-    def __init__(self, dtype):
-        super().__init__()
-        self.weight = nn.Parameter(torch.ones(HIDDEN, dtype=dtype))
-
-    def forward(self, x):
-        dtype = x.dtype
-        x = x.to(torch.float32)
-        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)
-        return self.weight * x.to(dtype)
-
-
-class _Proj(nn.Module):
-    """nn.Linear, or peft's LoRA layer around it (fp32 adapters on a bf16 base)."""
-
-    def __init__(self, k, n, dtype, lora: bool):
-        super().__init__()
-        self.base = nn.Linear(k, n, bias=False, dtype=dtype)
-        self.lora = lora
-        if lora:
-            self.base.weight.requires_grad_(False)
-            self.a = nn.Linear(k, 16, bias=False, dtype=torch.float32)
-            self.b = nn.Linear(16, n, bias=False, dtype=torch.float32)
-            self.drop = nn.Dropout(0.0)
-
-    def forward(self, x):
-        out = self.base(x)
-        if self.lora:
-            out = out + self.b(self.a(self.drop(x.to(self.a.weight.dtype)))) * 2.0
-        return out
-
-
-def _rotate(x):
-    half = x.shape[-1] // 2
-    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
-
-
-class _Layer(nn.Module):
-    def __init__(self, dtype, lora: bool):
-        super().__init__()
-        q, kv = HEADS * HEAD_DIM, KV_HEADS * HEAD_DIM
-        self.n1, self.n2 = _Norm(dtype), _Norm(dtype)
-        self.q, self.k, self.v = (
-            _Proj(HIDDEN, q, dtype, lora),
-            _Proj(HIDDEN, kv, dtype, lora),
-            _Proj(HIDDEN, kv, dtype, lora),
-        )
-        self.o = _Proj(q, HIDDEN, dtype, lora)
-        self.gate, self.up = _Proj(HIDDEN, INTER, dtype, lora), _Proj(HIDDEN, INTER, dtype, lora)
-        self.down = _Proj(INTER, HIDDEN, dtype, lora)
-
-    def forward(self, x, cos, sin):
-        b, s, _ = x.shape
-        h = self.n1(x)
-        q = self.q(h).view(b, s, HEADS, HEAD_DIM).transpose(1, 2)
-        k = self.k(h).view(b, s, KV_HEADS, HEAD_DIM).transpose(1, 2)
-        v = self.v(h).view(b, s, KV_HEADS, HEAD_DIM).transpose(1, 2)
-        q, k = q * cos + _rotate(q) * sin, k * cos + _rotate(k) * sin
-        a = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
-        x = x + self.o(a.transpose(1, 2).contiguous().view(b, s, -1))
-        h = self.n2(x)
-        return x + self.down(torch.nn.functional.silu(self.gate(h)) * self.up(h))
-
-
-def _wall(clock: Clock, fn, repeats: int = 7) -> float:
-    """Median wall seconds of fn() including the final synchronise (host-bound: GPU time hides under it)."""
-    for _ in range(2):
-        fn()
-    clock.sync()
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        clock.sync()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
-
-
-def _variant_row(clock: Clock, variant: str, compiled: bool) -> dict:
-    lora = variant == "lora"
-    dtype = torch.bfloat16 if lora else torch.float32  # train.py: LoRA on a bf16 base, full on fp32 masters
-    layers = nn.ModuleList(_Layer(dtype, lora) for _ in range(LAYERS)).to(clock.device)
-    if compiled:
-        for i, layer in enumerate(layers):
-            layers[i] = torch.compile(layer)
-    x0 = torch.randn(1, TOKENS, HIDDEN, device=clock.device, dtype=torch.bfloat16, requires_grad=True)
-    cos = torch.randn(TOKENS, HEAD_DIM, device=clock.device, dtype=torch.bfloat16)
-    sin = torch.randn_like(cos)
-    autocast = torch.autocast(clock.device, dtype=torch.bfloat16)
-
-    def forward():
-        with autocast:
-            x = x0
-            for layer in layers:
-                x = layer(x, cos, sin)
-        return x
-
-    def both():
-        forward().float().sum().backward()
-
-    fwd, total = _wall(clock, forward), _wall(clock, both)
-    return {"variant": variant, "compiled": compiled, "layers": LAYERS, "tokens": TOKENS, "layer": "stand-in",
-            "fwd_ms_per_layer": round(fwd / LAYERS * 1e3, 4),
-            "fwdbwd_ms_per_layer": round(total / LAYERS * 1e3, 4)}  # fmt: skip
 
 
 def _hf_model(clock: Clock, variant: str, layers: int, compiled: bool, liger: bool = False):
@@ -283,6 +174,8 @@ def host_rows(clock: Clock, compiled: bool, budget_s: float, rounds: int | None 
     """Per-layer host time of the eager layer, full and LoRA, then (if `compiled`) the compiled layer, then the eager
     layer with Liger's kernels where liger-kernel is installed: transformers' own layer where it is installed (on a
     GPU), else the stand-in (no Liger rows)."""
+    from generator.probe.compute_host_standin import variant_row  # it reads this module's widths
+
     rows, t_end = [], time.monotonic() + budget_s
     real = clock.device == "cuda" and have_transformers()  # CPU mode (tests) times the quicker stand-in
     # Liger's patch swaps transformers' module-level RMSNorm, MLP and RoPE for every model built after it, so its
@@ -296,11 +189,11 @@ def host_rows(clock: Clock, compiled: bool, budget_s: float, rounds: int | None 
                 continue
             try:
                 row = (hf_row(clock, variant, is_compiled, liger, rounds or ROUNDS) if real
-                       else _variant_row(clock, variant, is_compiled))  # fmt: skip
+                       else variant_row(clock, variant, is_compiled))  # fmt: skip
                 rows.append(row)
             except Exception as exc:  # no inductor toolchain, a transformers without Mistral, say
                 clock.skipped.append(f"{name}: {type(exc).__name__}: {str(exc)[:120]}")
                 if not liger:  # the stand-in has no Liger twin
                     with contextlib.suppress(Exception):  # the stand-in failed too: nothing measured for this variant
-                        rows.append(_variant_row(clock, variant, is_compiled))
+                        rows.append(variant_row(clock, variant, is_compiled))
     return rows
