@@ -73,10 +73,9 @@ def _attention(user: ComputeTable, ref: ComputeTable) -> tuple[dict, list[str]]:
     return out, filled
 
 
-def _host(user: ComputeTable, ref: ComputeTable) -> tuple[dict, dict, str | None]:
-    """(host, host_step, what was filled): the reference's rows the file lacks, at the ratio of its host times to the
-    reference's on the rows both have; as they are where none is shared."""
-    ratio = host_ratio(user.host, ref.host)
+def _host(user: ComputeTable, ref: ComputeTable, ratio: float | None) -> tuple[dict, dict, str | None]:
+    """(host, host_step, what was filled): the reference's rows the file lacks, at `ratio`, the file's host times over
+    the reference's on the rows both have (host_time.host_ratio); as they are where none is shared (None)."""
     r = ratio or 1.0
     host = {**{k: (f * r, b * r) for k, (f, b) in ref.host.items()}, **user.host}
     step = {**{k: s * r for k, s in ref.host_step.items()}, **user.host_step}
@@ -96,13 +95,14 @@ def completed(user: ComputeTable, ref: ComputeTable) -> ComputeTable:
     if gemm_added:
         filled.insert(0, "GEMM shapes")
     changes: dict = {"gemm": gemm, "attention": attention}
-    host, host_step, host_filled = _host(user, ref)
+    host_r = host_ratio(user.host, ref.host)
+    host, host_step, host_filled = _host(user, ref, host_r)
     if host_filled:
         changes.update(host=host, host_step=host_step)
         filled.append(host_filled)
     models = {k: v for k, v in ref.host_models.items() if k not in user.host_models}
     if models:  # other models' own host rows, at this CPU's ratio to the reference's Mistral rows
-        changes["host_models"] = {**rescaled(models, host_ratio(user.host, ref.host) or 1.0), **user.host_models}
+        changes["host_models"] = {**rescaled(models, host_r or 1.0), **user.host_models}
         filled.append("other models' own host rows")
     layers = {k: faster_layer_rows(rows, ratio) for k, rows in ref.layers.items() if k not in user.layers}
     if layers:

@@ -6,6 +6,7 @@ from generator.catalog import strategies as catalog
 from generator.estimate.activations import LOSS_BACKWARD_BYTES, activation_terms, residual_bytes
 from generator.estimate.comm import communication
 from generator.estimate.compute_source import table_for, table_note
+from generator.estimate.compute_table import ComputeTable
 from generator.estimate.compute_time import MOE_OPERATORS_NOTE, moe_priced_by_operators
 from generator.estimate.hardware import gpu_known
 from generator.estimate.host_time import priced_as_mistral
@@ -144,7 +145,7 @@ def _loss_holes_gb(model: ModelSpec, workload: Workload, strategy: str) -> float
 
 
 def _notes(model: ModelSpec, workload: Workload, placement: Placement, strategy: str, phase: str,
-           by_operators: bool) -> list[str]:  # fmt: skip
+           table: ComputeTable, by_operators: bool) -> list[str]:  # fmt: skip
     notes = [f"peak in {phase.replace('_', ' ')}"]
     s = catalog.strategy(strategy)
     if s.framework == "ddp" and workload.method == "full":
@@ -167,7 +168,6 @@ def _notes(model: ModelSpec, workload: Workload, placement: Placement, strategy:
         notes.append("no bus bandwidth given for these GPUs: communication time unknown")
     if not gpu_known(placement.gpu_name):
         notes.append(f"'{placement.gpu_name}' not in the GPU catalog: speed is a rough guess")
-    table = table_for(placement.gpu_name, placement.compute)
     speed = table_note(table, placement.gpu_name)
     if speed:
         notes.append(speed)
@@ -203,7 +203,7 @@ def estimate(
         tokens_per_s_per_gpu=timing.tokens_per_s_per_gpu,
         mfu=timing.mfu,
         cpu_gb=cpu_bytes_per_machine(model, workload, placement, strategy) / 1e9,
-        notes=tuple(_notes(model, workload, placement, strategy, phase, by_operators)),
+        notes=tuple(_notes(model, workload, placement, strategy, phase, table, by_operators)),
         gpu_work_s=timing.parts.gpu_s if timing.parts else 0.0,
         host_s=timing.parts.host_s if timing.parts else 0.0,
         layers_from_operators=by_operators,

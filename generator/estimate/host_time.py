@@ -116,6 +116,11 @@ def _own_row(own: tuple | None, variant: str, compiled: bool, liger: bool, which
     return None
 
 
+def _mistral_key(table: ComputeTable, variant: str, compiled: bool, liger: bool) -> tuple | None:
+    """The Mistral row for this lever (a QLoRA layer's is LoRA's: the Mistral rows time no NF4 layer)."""
+    return _lever_key(table.host, "lora" if variant == "qlora" else variant, compiled, liger)
+
+
 def host_layer_s(
     table: ComputeTable, variant: str, compiled: bool, liger: bool = False, model: ModelKey | None = None
 ) -> tuple[float, float]:
@@ -126,7 +131,7 @@ def host_layer_s(
     row = _own_row(own, variant, compiled, liger, 0)
     if row is not None:
         return row
-    key = _lever_key(table.host, "lora" if variant == "qlora" else variant, compiled, liger)
+    key = _mistral_key(table, variant, compiled, liger)
     if key is None:
         return (0.0, 0.0)
     ratio = host_ratio(own[0], table.host) if own else None
@@ -144,5 +149,5 @@ def host_step_s(
     step = _own_row(own, variant, compiled, liger, 1)
     if step is not None:
         return step
-    key = _lever_key(table.host, "lora" if variant == "qlora" else variant, compiled, liger)
+    key = _mistral_key(table, variant, compiled, liger)
     return table.host_step.get(key, 0.0) if key else 0.0

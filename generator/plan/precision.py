@@ -89,9 +89,9 @@ def precision_options(request: PlanRequest, gpu_name: str) -> tuple[str, ...]:
 def strategy_refusal(request: PlanRequest, precision: str, strategy: str) -> str | None:
     """Why `strategy` does not run a `precision` workload of this request (None: it does). Listed by the plan with the
     strategies that are not applicable."""
-    framework = catalog.strategy(strategy).framework
     if precision != "fp8":
         return None
+    framework = catalog.strategy(strategy).framework
     if framework == "deepspeed":
         return f"{NOT_ON_DEEPSPEED} (fp8 rows)"
     if framework == "fsdp" and request.precision == "auto":

@@ -256,8 +256,10 @@ def host_bound_reason(e: Estimate, workload: Workload, model: ModelSpec) -> list
         return []
     eager = workload.script == "train.py" and not workload.layers_compiled
     compiled = "; compiled layers (--compile-layers) issue fewer kernels a layer" if eager else ""
-    probe = f"`probe --compute --model {model.name}`" if e.host_as_mistral else "`probe --compute`"
-    own = " (its host priced from the Mistral layer's rows; that times this model's own layer)" * e.host_as_mistral
+    probe, own = "`probe --compute`", ""
+    if e.host_as_mistral:
+        probe = f"`probe --compute --model {model.name}`"
+        own = " (its host priced from the Mistral layer's rows; that times this model's own layer)"
     return [
         f"host-bound: issuing the kernels takes the CPU {e.host_s:.2f} s a step against {e.gpu_work_s:.2f} s of GPU "
         f"work, so this machine's CPU sets the step ({HOST_SPREAD}); longer sequences or a larger micro-batch give "
