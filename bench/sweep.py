@@ -346,8 +346,9 @@ def main() -> int:
     path = args.results or REPO / "bench" / "results" / f"{machine}-sweep-{date.today().isoformat()}.json"
     results = json.loads(path.read_text()) if path.exists() else {"machine": machine, "cells": {}}
     results.setdefault("versions", {}).update(versions())
-    for probe in args.host_from:
-        results.setdefault("host", []).extend({**r, "source": probe.name} for r in host_rows_of(probe))
+    for probe in args.host_from:  # a resumed call's results hold this probe's rows already: replaced, not doubled
+        kept = [r for r in results.get("host", []) if r.get("source") != probe.name]
+        results["host"] = kept + [{**r, "source": probe.name} for r in host_rows_of(probe)]
     args.workdir.mkdir(parents=True, exist_ok=True)
     model_dir(args.workdir)
     paths = [path] + ([args.also_write] if args.also_write else [])

@@ -210,6 +210,8 @@ def test_host_from_puts_the_probes_host_rows_in_the_results_before_any_cell(tmp_
     assert run(tmp_path / "results.json") == 0
     written = json.loads((tmp_path / "results.json").read_text())["host"]
     assert written == [{**row, "source": "compute-q3.json"} for row in rows]
+    assert run(tmp_path / "results.json") == 0  # a resumed call with the same probe: its rows once, not twice
+    assert json.loads((tmp_path / "results.json").read_text())["host"] == written
     probe.write_text(json.dumps({"kind": "compute", "host": []}))
     with pytest.raises(SystemExit, match="no host rows"):
         run(tmp_path / "other.json")

@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -34,6 +33,7 @@ REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from bench.scripts.qlora_layer import document_header  # noqa: E402
 from generator.model import load_model  # noqa: E402
 from generator.probe.compute_bench import Clock  # noqa: E402
 from generator.probe.compute_host import ROUNDS, hf_row  # noqa: E402
@@ -89,16 +89,7 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _document(device: str, rows: list) -> dict:
-    import bitsandbytes
-    import peft
-    import transformers
-
-    name = torch.cuda.get_device_name() if device == "cuda" else "cpu"
-    return {"kind": "qlora-host", "device": name, "script": "bench/scripts/qlora_host.py",
-            "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "versions": {"torch": torch.__version__, "transformers": transformers.__version__, "peft": peft.__version__,
-                         "bitsandbytes": bitsandbytes.__version__},
-            "host": rows}  # fmt: skip
+    return {**document_header("qlora-host", "bench/scripts/qlora_host.py", device), "host": rows}
 
 
 if __name__ == "__main__":

@@ -129,17 +129,22 @@ def main(argv: list[str] | None = None) -> None:
     print(json.dumps(all_rows, indent=1))
 
 
-def _document(device: str, layer_rows: list, skipped: list) -> dict:
+def document_header(kind: str, script: str, device: str) -> dict:
+    """What a results file of train.py's QLoRA layers says of its run: kind, GPU, script, time and the versions."""
     import bitsandbytes
     import peft
     import transformers
 
     name = torch.cuda.get_device_name() if device == "cuda" else "cpu"
-    return {"kind": "qlora-layers", "device": name, "script": "bench/scripts/qlora_layer.py",
+    return {"kind": kind, "device": name, "script": script,
             "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "versions": {"torch": torch.__version__, "transformers": transformers.__version__, "peft": peft.__version__,
-                         "bitsandbytes": bitsandbytes.__version__},
-            "layers": layer_rows, "skipped": skipped}  # fmt: skip
+                         "bitsandbytes": bitsandbytes.__version__}}  # fmt: skip
+
+
+def _document(device: str, layer_rows: list, skipped: list) -> dict:
+    return {**document_header("qlora-layers", "bench/scripts/qlora_layer.py", device), "layers": layer_rows,
+            "skipped": skipped}  # fmt: skip
 
 
 if __name__ == "__main__":
