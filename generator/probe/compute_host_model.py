@@ -34,36 +34,18 @@ from generator.probe.compute_host import (
     hf_row,
     train_py_model,
 )
-from generator.probe.compute_layers import hf_config_dict
+from generator.probe.compute_layers import config_at, hf_config_dict
 
-DROPPED = (
-    "model_type",
-    "architectures",
-    "auto_map",
-    "layer_types",
-    "torch_dtype",
-    "dtype",
-    "quantization_config",
-    "bos_token_id",
-    "eos_token_id",
-    "pad_token_id",
-)
-"""Config keys the tiny copy does not take: identity (passed apart), per-layer lists sized for the real depth
-(rebuilt by the config class for the tiny one), the stored dtype and a checkpoint's quantisation."""
 EXPERT_WIDTHS = (*EXPERT_WIDTH_KEYS, "shared_expert_intermediate_size")
 
 
 def host_config(cfg: dict, layers: int):
     """The transformers config of `layers` of M's decoder layers at the probe's tiny widths, M's structure kept."""
-    from transformers import AutoConfig
-
-    d = {k: v for k, v in cfg.items() if k not in DROPPED}
     mha = cfg.get("num_key_value_heads") in (None, cfg.get("num_attention_heads"))
-    d.update(hidden_size=HIDDEN, intermediate_size=INTER, num_attention_heads=HEADS, head_dim=HEAD_DIM,
-             num_key_value_heads=HEADS if mha else KV_HEADS, num_hidden_layers=layers, vocab_size=512,
-             max_position_embeddings=4 * TOKENS, use_cache=False)  # fmt: skip
-    d.update({k: INTER // 2 for k in EXPERT_WIDTHS if cfg.get(k)})
-    return AutoConfig.for_model(cfg["model_type"], **d)
+    widths = dict(hidden_size=HIDDEN, intermediate_size=INTER, num_attention_heads=HEADS, head_dim=HEAD_DIM,
+                  num_key_value_heads=HEADS if mha else KV_HEADS, max_position_embeddings=4 * TOKENS)  # fmt: skip
+    widths.update({k: INTER // 2 for k in EXPERT_WIDTHS if cfg.get(k)})
+    return config_at(cfg, layers, **widths)
 
 
 def _builder(cfg: dict, moe: bool):

@@ -51,16 +51,37 @@ def hf_config_dict(name_or_dir: str) -> dict | None:
     return json.loads(path.read_text()) if path.is_file() else None
 
 
-def layer_config(cfg: dict, layers: int, cpu: bool):
-    """The transformers config of `layers` decoder layers at the model's widths (a toy's on CPU), a small vocabulary
-    (the lm_head is priced from GEMM rows)."""
+CONFIG_DROPPED = (
+    "model_type",
+    "architectures",
+    "auto_map",
+    "layer_types",
+    "torch_dtype",
+    "dtype",
+    "quantization_config",
+    "bos_token_id",
+    "eos_token_id",
+    "pad_token_id",
+)
+"""Config keys a cut copy does not take: identity (passed apart), per-layer lists sized for the real depth (rebuilt
+by the config class for the cut one), the stored dtype, a checkpoint's quantisation, and token ids beyond the
+512-token vocabulary (a pad id there fails the embedding's build)."""
+
+
+def config_at(cfg: dict, layers: int, **widths):
+    """The transformers config of `layers` of the model's decoder layers with `widths` in place of its own, a small
+    vocabulary (the lm_head is priced from GEMM rows)."""
     from transformers import AutoConfig
 
-    d = {k: v for k, v in cfg.items() if k not in ("model_type", "architectures", "auto_map")}
-    if cpu:
-        d.update({k: v for k, v in CPU_WIDTHS.items() if k != "num_local_experts" or k in d})
-    d.update(num_hidden_layers=layers, vocab_size=512, use_cache=False)
+    d = {k: v for k, v in cfg.items() if k not in CONFIG_DROPPED}
+    d.update(widths, num_hidden_layers=layers, vocab_size=512, use_cache=False)
     return AutoConfig.for_model(cfg["model_type"], **d)
+
+
+def layer_config(cfg: dict, layers: int, cpu: bool):
+    """The transformers config of `layers` decoder layers at the model's widths (a toy's on CPU)."""
+    toy = {k: v for k, v in CPU_WIDTHS.items() if k != "num_local_experts" or k in cfg}
+    return config_at(cfg, layers, **(toy if cpu else {}))
 
 
 def checkpointed(model, timed):
