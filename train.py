@@ -66,6 +66,7 @@ from training.parallel import (
 )
 from training.parallel import predicted_peak_gb as layout_peak_gb
 from training.precision import ao_recipe, check_fp8, compile_layers, config_asks_fp8, fp8_layer_names
+from training.process_group import import_group_binders
 
 
 def train(args: argparse.Namespace) -> int:
@@ -82,6 +83,7 @@ def train(args: argparse.Namespace) -> int:
     from transformers import get_cosine_schedule_with_warmup
 
     # -- the Accelerator: the launch config decides the strategy -------------------------------------------------------
+    import_group_binders()  # before the group starts, or the group outlives destroy_process_group (process_group.py)
     use_cuda = torch.cuda.is_available()
     fp8 = args.precision == "fp8" or config_asks_fp8()
     if fp8:  # a machine or method float8 cannot serve fails here, before the model load

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.emit_harness import free_port
-from tests.teardown_probe import alive_at_end_training, probe_env
+from tests.teardown_probe import CLEAN, alive_at_end_training, probe_env
 
 pytestmark = pytest.mark.slow
 
@@ -103,7 +103,7 @@ def test_plain_loop_keeps_torch_and_accelerate_defaults(work):
     out = work / "plain"
     launch(work, "bench/scripts/plain_loop.py", out, **probe_env(work / "teardown", "plain_loop.py"))
     start = check_bench_log(out)
-    assert alive_at_end_training(work / "teardown") == {"rank0": "0", "rank1": "0"}  # tests/teardown_probe.py
+    assert alive_at_end_training(work / "teardown") == {"rank0": CLEAN, "rank1": CLEAN}  # tests/teardown_probe.py
     # Accelerate's DistributedDataParallelKwargs defaults reach DDP unchanged
     assert start["ddp"] == {"find_unused_parameters": False, "gradient_as_bucket_view": False, "bucket_cap_mb": 25.0,
                             "broadcast_buffers": True, "static_graph": False}  # fmt: skip
@@ -115,8 +115,9 @@ def test_plain_loop_keeps_torch_and_accelerate_defaults(work):
 
 def test_trl_sft_full_uses_fused_adamw_and_checkpointing(work):
     out = work / "sft_full"
-    launch(work, "bench/scripts/trl_sft.py", out)
+    launch(work, "bench/scripts/trl_sft.py", out, **probe_env(work / "teardown_trl_full", "trl_sft.py"))
     start = check_bench_log(out)
+    assert alive_at_end_training(work / "teardown_trl_full") == {"rank0": CLEAN, "rank1": CLEAN}
     assert start["optim"] == "OptimizerNames.ADAMW_TORCH_FUSED" and (start["fused"], start["adamw_impl"]) == (
         True,
         "fused",
@@ -134,7 +135,7 @@ def test_trl_sft_lora_ddp_finds_unused_parameters(work):
     launch(work, "bench/scripts/trl_sft.py", out, "--method", "lora", "--lora-r", "4", "--load-dtype", "bf16",
            **probe_env(probe, "trl_sft.py"))  # fmt: skip
     start = check_bench_log(out)
-    assert alive_at_end_training(probe) == {"rank0": "0", "rank1": "0"}  # an abort at exit in CI otherwise
+    assert alive_at_end_training(probe) == {"rank0": CLEAN, "rank1": CLEAN}  # an abort at exit in CI otherwise
     # a PeftModel is not a PreTrainedModel, so the Trainer's default is find_unused_parameters=True for LoRA
     assert start["ddp"]["find_unused_parameters"] is True
     assert start["frozen_param_dtypes"] == ["bfloat16"] and start["trainable_param_dtypes"] == ["float32"]

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.teardown_probe import alive_at_end_training, probe_env
+from tests.teardown_probe import CLEAN, alive_at_end_training, probe_env
 
 pytestmark = pytest.mark.slow
 
@@ -164,7 +164,7 @@ def test_ddp_two_processes_match_one_process(baseline_1p, baseline_ddp2):
 
 
 def test_ddp_wrapper_is_gone_before_the_process_group_is_destroyed(baseline_ddp2, work):
-    assert alive_at_end_training(work / "teardown_probe") == {"rank0": "0", "rank1": "0"}
+    assert alive_at_end_training(work / "teardown_probe") == {"rank0": CLEAN, "rank1": CLEAN}
 
 
 def test_export_reloads_with_the_trained_weights(baseline_1p, work):

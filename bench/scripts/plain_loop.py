@@ -36,6 +36,7 @@ if str(REPO) not in sys.path:  # launched as a file by `accelerate launch`: make
 
 from bench.scripts import common, steplog  # noqa: E402
 from bench.scripts.common import ScriptError  # noqa: E402
+from training.process_group import import_group_binders  # noqa: E402
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -110,6 +111,7 @@ def train(args: argparse.Namespace) -> int:
 
     use_cuda = torch.cuda.is_available()
     common.note_cpu_fallback("plain_loop.py", use_cuda)
+    import_group_binders()  # before the group starts, or it outlives end_training (training/process_group.py)
     accelerator = Accelerator(gradient_accumulation_steps=ga, cpu=not use_cuda)
     common.fill_deepspeed_clipping(accelerator, args.max_grad_norm)
     set_seed(args.seed)

@@ -43,6 +43,7 @@ if str(REPO) not in sys.path:  # launched as a file: make bench/ (the shared ste
 from bench.scripts import common, steplog  # noqa: E402
 from bench.scripts.common import ScriptError  # noqa: E402
 from generator.estimate.scripts import TRL_DTYPE  # noqa: E402
+from training.process_group import import_group_binders  # noqa: E402
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -122,6 +123,7 @@ def train(args: argparse.Namespace) -> int:
     common.check_deepspeed_launch(args, ga)  # "auto" fields the Trainer fills from its arguments itself
     if args.liger and importlib.util.find_spec("liger_kernel") is None:
         raise ScriptError("--liger needs liger-kernel: pip install liger-kernel")
+    import_group_binders()  # before SFTConfig starts the group, or it outlives end_training (training/process_group.py)
     import torch
     from trl import SFTConfig, SFTTrainer
 
@@ -180,8 +182,8 @@ def train(args: argparse.Namespace) -> int:
         raise ScriptError(f"SFTTrainer could not start: {common.first_line(exc)}") from None
     cb.trainer = trainer
     trainer.train()
-    # The DDP wrapper before the process group, as train.py does: a rank whose Reducer outlives the group can abort
-    # or hang at exit over gloo (pytorch/pytorch#56297). The callback and the trainer refer to each other.
+    # The DDP wrapper before the process group, as train.py does: a Reducer that outlives the group joins gloo's
+    # threads at exit holding the GIL (pytorch/pytorch#56297). The callback and the trainer refer to each other.
     accelerator = trainer.accelerator
     accelerator.wait_for_everyone()
     cb.trainer = trainer = model = None
