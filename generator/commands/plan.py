@@ -20,7 +20,11 @@ def register(subparsers, verb: str, help_text: str) -> argparse.ArgumentParser:
     from generator.trial.command import add_trial_args
 
     p = subparsers.add_parser(verb, help=help_text, description=help_text)
-    p.add_argument("--model", help="Required. Preset (mistral-7b, llama-3-8b, ...), hub id or local directory.")
+    p.add_argument(
+        "--model",
+        help="Required. Preset (mistral-7b, llama-3-8b, ...), hub id, local directory, or a config.json-like file "
+        "(it sizes the architecture; the launch line then names a placeholder for the checkpoint).",
+    )
     add_topology_args(p)
     w = p.add_argument_group("workload")
     w.add_argument("--method", choices=("full", "lora", "qlora"), default="full", help="Fine-tuning method.")

@@ -9,7 +9,7 @@ from generator.emit.script_cli import custom_words, trainer_words
 from generator.estimate.attention import ATTN_IMPLEMENTATION
 from generator.estimate.scripts import ALL_LINEAR, lora_modules
 from generator.estimate.types import DEFAULT_LOAD_DTYPE
-from generator.model.presets import PRESET_HUB_IDS
+from generator.model.presets import launch_model
 from generator.plan.lora_targets import peft_all_linear
 from generator.plan.types import Plan
 
@@ -27,7 +27,7 @@ def train_args(plan: Plan) -> list[str]:
     fsdp_activation_checkpointing does the work and train.py skips HF gradient checkpointing (no double wrapping)."""
     w = plan.workload
     args = [
-        "--model", PRESET_HUB_IDS.get(plan.model.name, plan.model.name),
+        "--model", launch_model(plan.model.name),
         "--seq-len", str(w.seq_len),
         "--micro-batch", str(w.micro_batch),
         "--global-batch", str(plan.global_batch),

@@ -10,7 +10,7 @@ from __future__ import annotations
 from generator.catalog import strategies as catalog
 from generator.estimate.attention import ATTN_IMPLEMENTATION
 from generator.estimate.scripts import TRL_DTYPE, lora_modules, script_facts
-from generator.model.presets import PRESET_HUB_IDS
+from generator.model.presets import launch_model
 from generator.plan.types import Plan
 
 TRL_MODULE = "trl.scripts.sft"
@@ -33,7 +33,7 @@ def trl_args(plan: Plan) -> list[str]:
     w = plan.workload
     trl_ckpt = w.grad_checkpointing and not fsdp_checkpoints(plan)
     args = [
-        "--model_name_or_path", PRESET_HUB_IDS.get(plan.model.name, plan.model.name),
+        "--model_name_or_path", launch_model(plan.model.name),
         "--dtype", TRL_DTYPE[w.load_dtype],
         "--max_length", str(w.seq_len),
         "--packing",

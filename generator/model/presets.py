@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from functools import cache
-from pathlib import Path
+from pathlib import Path, PurePath
 
 PRESET_DIR = Path(__file__).resolve().parent.parent / "presets"
 
@@ -51,3 +51,24 @@ def _read(name: str) -> str:
 def preset_config(name: str) -> dict:
     """The preset's config dict (a fresh copy each call)."""
     return json.loads(_read(name))
+
+
+CHECKPOINT_PLACEHOLDER = "your_model_dir"
+"""What a launch line names as the model where --model was a config file alone (see launch_model)."""
+
+
+def checkpoint_name(name: str) -> str | None:
+    """What a script loads for the model the plan read as `name`: a preset's hub id, a directory or hub id as given,
+    the directory of a file named config.json (a checkpoint's layout). None for any other .json file: it sizes the
+    architecture but holds no weights or tokenizer, which every script's from_pretrained needs."""
+    if name in PRESET_HUB_IDS:
+        return PRESET_HUB_IDS[name]
+    if name.endswith(".json"):
+        path = PurePath(name)
+        return str(path.parent) if path.name == "config.json" else None
+    return name
+
+
+def launch_model(name: str) -> str:
+    """The model a printed launch line names: checkpoint_name, or a placeholder the plan's reasons explain."""
+    return checkpoint_name(name) or CHECKPOINT_PLACEHOLDER

@@ -111,6 +111,7 @@ def make_plan(
     why += precision_reasons(model, request, chosen, engines)
     why += reasons.host_bound_reason(chosen.estimate, chosen.option.workload, model)
     why += reasons.nf4_experts_reason(model, chosen.option.workload)
+    why += reasons.config_only_reason(model)
     why += compile_reasons(request, chosen, rows)
     why += [r for r in lora_targets_for(request, model)[1:] if r]
     why += [why_parallel] if why_parallel and not forced else []

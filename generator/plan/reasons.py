@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from generator.catalog import strategies as catalog
 from generator.estimate.types import Estimate, Workload
+from generator.model.presets import CHECKPOINT_PLACEHOLDER, checkpoint_name
 from generator.model.types import ModelSpec
 from generator.plan.policy import OFFLOAD, TIE_TOLERANCE, TIE_WHY, tie_rank
 from generator.plan.rows import Row
@@ -288,4 +289,15 @@ def nf4_experts_reason(model: ModelSpec, workload: Workload) -> list[str]:
         f"ahead of the GPU; at {slow:,} tokens a micro-step one H200 ran {measured:,} tokens/s where "
         f"{predicted:,} was predicted ({100 * (measured / predicted - 1):+.0f}%), at {fine:,} within 2%: at "
         f"{tokens:,} expect up to that shortfall, or raise the micro-batch"
+    ]
+
+
+def config_only_reason(model: ModelSpec) -> list[str]:
+    """One line where --model was a config file alone: the plan is sized from it, but the launch line needs the
+    checkpoint itself, so it names a placeholder."""
+    if checkpoint_name(model.name) is not None:
+        return []
+    return [
+        f"launch line: --model {model.name} is a config file only (no weights or tokenizer), so the command names "
+        f"{CHECKPOINT_PLACEHOLDER}; put the checkpoint's directory or hub id there"
     ]
