@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import logging
 import sys
 
 from generator import __version__
@@ -48,8 +49,33 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+class _Stderr(logging.StreamHandler):
+    """A handler on whatever sys.stderr is when a note is written (a test's capture, a redirect made after start)."""
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value) -> None:
+        pass
+
+
+def _notes_to_stderr() -> None:
+    """The generator's own progress notes (logger "generator", INFO: a wait the user should know about) as plain
+    lines on stderr, so stdout stays the plan, or the JSON under --json."""
+    logger = logging.getLogger("generator")
+    if not logger.handlers:
+        handler = _Stderr()
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+        logger.propagate = False
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    _notes_to_stderr()
     verb = argv[0] if argv and argv[0] in VERBS else None
     if verb is None and not argv:
         verb, argv = "wizard", ["wizard"]

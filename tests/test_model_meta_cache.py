@@ -84,3 +84,22 @@ def test_a_refused_config_is_not_cached(tmp_path, cache):
         with pytest.raises(UserError, match="cannot build model_type 'no-such-architecture'"):
             load_model(str(model))
     assert not cache.exists() or not list(cache.glob("*.json"))
+
+
+def test_plan_says_once_what_the_first_build_waits_for_and_nothing_of_torchaos_import(tmp_path):
+    """`plan` of an architecture not yet counted: one note on stderr before the seconds the build takes, none the
+    second time; the plan's stdout untouched; torchao's import notes (transformers imports it where installed) not
+    shown on the planning path. A config file alone, as a user sizing an architecture passes it."""
+    config = tmp_path / "gpt2.json"
+    config.write_text(json.dumps({**GPT2, "bos_token_id": 0, "eos_token_id": 0}))  # a consistent config: no notes
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "xdg")}
+    cmd = [sys.executable, "-m", "generator", "plan", "--model", str(config), "--machine", "h200-sxm-2",
+           "--method", "lora", "--seq-len", "128", "--json", "--output", str(tmp_path / "p.yaml"),
+           "--force"]  # fmt: skip
+    runs = [subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120) for _ in range(2)]
+    assert [r.returncode for r in runs] == [0, 0], runs[0].stderr[-2000:]
+    first, second = (r.stderr.splitlines() for r in runs)
+    assert first == [f"sizing {config}: building its gpt2 layers on the meta device with transformers (no weights; "
+                     "once, then cached)"]  # fmt: skip
+    assert second == []
+    assert json.loads(runs[0].stdout)["strategy"] == json.loads(runs[1].stdout)["strategy"]

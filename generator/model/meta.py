@@ -3,9 +3,16 @@ know. Imports transformers lazily, so it is never on the planning path for known
 
 from __future__ import annotations
 
+import contextlib
+import logging
 from typing import NamedTuple
 
 from generator.errors import UserError
+
+QUIET_LOGGERS = ("torchao", "torch.utils._pytree")
+"""Loggers silenced below ERROR while the model is built: transformers imports torchao where it is installed, and on
+the planning path torchao's import notes (its CUDA kernels not loading on a machine without them; a deprecation torch
+logs for torchao's enums) say nothing about the plan. train.py, which uses torchao, still shows them."""
 
 DIM_KEYS = (
     "hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim", "intermediate_size",
@@ -63,9 +70,10 @@ def count_params_meta(config_dict: dict) -> int:
 def meta_counts(config_dict: dict, name: str = "the model") -> MetaCounts:
     """Counts, attention kernels and dimensions of the model built on the meta device. transformers failing to build
     it (a model_type it does not know, a config it cannot complete) is one UserError line."""
-    import transformers
-    from accelerate import init_empty_weights
-    from transformers import AutoConfig, AutoModelForCausalLM
+    with _quiet(QUIET_LOGGERS):
+        import transformers
+        from accelerate import init_empty_weights
+        from transformers import AutoConfig, AutoModelForCausalLM
 
     cfg = dict(config_dict)
     model_type = cfg.pop("model_type")
@@ -74,7 +82,7 @@ def meta_counts(config_dict: dict, name: str = "the model") -> MetaCounts:
         config = AutoConfig.for_model(model_type, **cfg)
         # include_buffers: a module that fills a tensor in __init__ (DeepSeek-V3's, at 30 GB) would otherwise allocate
         # it for real before init_empty_weights moves it to meta
-        with init_empty_weights(include_buffers=True):
+        with init_empty_weights(include_buffers=True), _quiet(QUIET_LOGGERS):
             model = AutoModelForCausalLM.from_config(config)
     except Exception as exc:  # transformers' own checks: ValueError, KeyError, TypeError, AssertionError ...
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
@@ -97,6 +105,19 @@ def meta_counts(config_dict: dict, name: str = "the model") -> MetaCounts:
         dims["tie_word_embeddings"] = getattr(config, "tie_word_embeddings", False)
     experts = sum(p.numel() for p in params if p.dim() >= 3)
     return MetaCounts(sum(p.numel() for p in params), experts, attentions, dims, *_decoder_block(model))
+
+
+@contextlib.contextmanager
+def _quiet(names: tuple[str, ...]):
+    loggers = [logging.getLogger(n) for n in names]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        for lg, level in zip(loggers, levels, strict=True):
+            lg.setLevel(level)
 
 
 def _decoder_block(model) -> tuple[str | None, tuple[str, ...] | None, bool]:

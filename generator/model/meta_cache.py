@@ -1,4 +1,4 @@
-"""Counts of a model built on the meta device, kept on disk. The build imports torch and transformers (3-4 s), so a
+"""Counts of a model built on the meta device, kept on disk. The build imports torch and transformers (3-15 s), so a
 second plan of the same architecture answers from this file with neither imported. An entry is keyed by the config,
 the installed transformers and the code that counts (generator/model/meta.py): a change to any of them misses, never
 answers stale. A cache that cannot be read or written is passed over (a read-only home still plans); a config
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
@@ -16,6 +17,8 @@ from generator.fileio import atomic_write, user_cache_dir
 from generator.model import meta
 from generator.model.meta import MetaCounts
 
+log = logging.getLogger(__name__)
+
 
 def meta_counts(config: dict, name: str = "the model") -> MetaCounts:
     """meta.meta_counts(config, name), from the cache where an entry for exactly this config and code exists."""
@@ -23,6 +26,12 @@ def meta_counts(config: dict, name: str = "the model") -> MetaCounts:
     hit = _read(path) if path is not None else None
     if hit is not None:
         return hit
+    # the build takes seconds (10-15 on a 2-core machine): say what the wait is, once per config
+    log.info(
+        "sizing %s: building its %s layers on the meta device with transformers (no weights; once, then cached)",
+        name,
+        config.get("model_type", "?"),
+    )
     counts = meta.meta_counts(config, name)
     if path is not None:
         _write(path, counts)
