@@ -36,6 +36,8 @@ SIZED = {
 REFUSED = {
     "mamba": "names no attention heads",
     "rwkv": "names no attention heads",
+    # transformers' DeepSeek-V2 default leaves num_experts_per_tok None: priced, every expert would count as active
+    "deepseek_v2": "64 experts but no routed top-k",
 }
 
 
@@ -254,3 +256,14 @@ def test_context_parallel_is_refused_for_a_model_with_windowed_layers(tmp_path):
     )  # fmt: skip
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "this model's 256-token window needs one" in done.stderr
+
+
+def test_an_moe_given_its_top_k_prices_only_the_routed_share(tmp_path):
+    """The DeepSeek-V2 config refused above, completed with its top-k: of each MoE layer's experts only k of n count
+    for compute, all of them for memory."""
+    d = _config_dir(tmp_path, "deepseek_v2")
+    cfg = json.loads((d / "config.json").read_text())
+    (d / "config.json").write_text(json.dumps({**cfg, "num_experts_per_tok": 6}))
+    spec = load_model(str(d))
+    assert (spec.num_experts, spec.experts_per_token) == (64, 6)
+    assert spec.matmul_params_active < spec.params_total / 4

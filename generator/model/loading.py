@@ -76,6 +76,11 @@ def _spec_by_meta(config: dict, name: str) -> ModelSpec:
             raise UserError(f"{name}: its config has no '{key}', so its memory cannot be estimated")
     experts = next((int(dims[k]) for k in EXPERT_COUNT_KEYS if dims.get(k)), 0) if experts_total else 0
     top_k = int(dims.get("num_experts_per_tok") or 0) if experts else 0
+    if experts and not top_k:  # every expert priced as active would overstate compute by experts / top-k
+        raise UserError(
+            f"{name}: its config has {experts} experts but no routed top-k (num_experts_per_tok), so the compute a "
+            "token takes cannot be priced (nor can transformers route it); add num_experts_per_tok to the config"
+        )
     idle = experts_total * (experts - top_k) // experts if experts and top_k else 0
     h, layers, heads = dims["hidden_size"], dims["num_hidden_layers"], dims["num_attention_heads"]
     vocab, tie = dims["vocab_size"], bool(dims.get("tie_word_embeddings"))
