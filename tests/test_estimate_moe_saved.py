@@ -99,3 +99,63 @@ def test_peft_all_linear_keeps_a_folded_copy_of_each_layers_experts():
     factors = 2 * experts * (2 * r * (h + 2 * f) + r * (f + h))
     extra = counted["all-linear"] - counted[str(["q_proj", "k_proj", "v_proj", "o_proj"])]
     assert extra == pytest.approx(folded + grouped_inputs + router_adapter + factors, rel=0.02)
+
+
+def _meta_sized(tmp_path, config: dict):
+    """(bf16 model, spec) of a config the closed form does not know: sized as plan sizes it (the meta build)."""
+    import json
+
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from generator.model import load_model
+
+    directory = tmp_path / config["model_type"]
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "config.json").write_text(json.dumps(config))
+    cfg = AutoConfig.for_model(config["model_type"], **{k: v for k, v in config.items() if k != "model_type"})
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(cfg, attn_implementation="sdpa").to(torch.bfloat16)
+    return model, load_model(str(directory))
+
+
+QWEN2_MOE = {**TINY, "model_type": "qwen2_moe", "intermediate_size": 384, "moe_intermediate_size": 128,
+             "shared_expert_intermediate_size": 512, "num_experts": 4, "num_experts_per_tok": 2,
+             "decoder_sparse_step": 1, "mlp_only_layers": []}  # fmt: skip
+
+
+@pytest.mark.parametrize("method", ["full", "lora"])
+def test_a_gated_shared_expert_keeps_what_a_dense_mlp_does(tmp_path, method, monkeypatch):
+    """Qwen2-MoE: beside the routed experts every token passes a dense SwiGLU (shared_expert) whose output a sigmoid
+    of a 1-wide Linear scales (estimate.moe.shared_mlp). Unpriced it left a third of each layer's saved bytes out."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    model, spec = _meta_sized(tmp_path, QWEN2_MOE)
+    if method == "lora":
+        from peft import LoraConfig, get_peft_model
+
+        from tests.test_estimate_lora_saved import TARGETS
+
+        model = get_peft_model(model, LoraConfig(r=16, lora_alpha=32, target_modules=TARGETS, task_type="CAUSAL_LM"))
+    inputs, _ = plain_loop_inputs()
+    counted = saved_bytes_per_layer(model, inputs)
+    workload = Workload(method=method, seq_len=SEQ, grad_checkpointing=False, load_dtype="bf16", lora_r=16)
+    fwd = activation_terms(spec, workload, "ddp")["forward_end"]
+    for layer in counted[1:]:
+        assert (fwd["activations"] + fwd["attention_bias"]) / LAYERS == pytest.approx(layer, rel=0.02)
+
+
+def test_ungated_shared_experts_add_what_they_keep(tmp_path, monkeypatch):
+    """GLM-4.5's shared experts (n_shared_experts x the expert width, added without a gate): what they add to a
+    layer's saved bytes, the same model counted with and without them."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    glm = {**TINY, "model_type": "glm4_moe", "intermediate_size": 384, "moe_intermediate_size": 128,
+           "n_routed_experts": 4, "num_experts_per_tok": 2, "first_k_dense_replace": 0, "head_dim": 32,
+           "n_group": 1, "topk_group": 1}  # fmt: skip
+    inputs, _ = plain_loop_inputs()
+    workload = Workload(method="full", seq_len=SEQ, grad_checkpointing=False, load_dtype="bf16")
+    counted, predicted = {}, {}
+    for shared in (0, 2):
+        model, spec = _meta_sized(tmp_path / str(shared), {**glm, "n_shared_experts": shared})
+        counted[shared] = saved_bytes_per_layer(model, inputs)[1]
+        fwd = activation_terms(spec, workload, "ddp")["forward_end"]
+        predicted[shared] = (fwd["activations"] + fwd["attention_bias"]) / LAYERS
+    assert predicted[2] - predicted[0] == pytest.approx(counted[2] - counted[0], rel=0.02)

@@ -30,6 +30,7 @@ from generator.estimate.moe import (
     expert_params,
     mlp_element_bytes,
     moe_saved_bytes_per_token,
+    shared_mlp,
 )
 from generator.estimate.scripts import liger_fused_loss, liger_kernels, script_facts
 from generator.estimate.states import LORA_TARGETS, adapted_input_width, adapted_targets, linear_dims, qlora_kept_bytes
@@ -87,6 +88,9 @@ def layer_saved_bytes_per_token(
     # kept by down_proj in bf16 (a frozen base's down keeps none: lora_saved_delta_per_token takes it back)
     mlp_f = (2 if liger else 3) * f * mlp_element_bytes(method, r) + 2 * f
     mlp = mlp_f if not model.num_experts else moe_saved_bytes_per_token(model, method, r, compiled)
+    shared, gated = shared_mlp(model)
+    if shared:  # a dense SwiGLU beside the experts keeps what a dense MLP does; a gated one its output and the gate
+        mlp += 3 * shared * mlp_element_bytes(method, r) + 2 * shared + (2 * h + 2 if gated else 0)
     return float(norms + attention + mlp)
 
 
@@ -138,15 +142,21 @@ def lora_saved_delta_per_token(
     input element) for backward; the dropped tensor itself is what lora_A's bf16 copy is made from."""
     h, f = model.hidden_size, model.intermediate_size
     inputs = {t: d[0] for t, d in linear_dims(model).items()}
-    shared = {"k": "q", "v": "q", "up": "gate"} if compiled else {}  # adapters reading the same tensor
+    shared_input = {"k": "q", "v": "q", "up": "gate"} if compiled else {}  # adapters reading the same tensor
     adapted_here = adapted_targets(model, targets)
-    copies = {shared.get(t, t): inputs[t] for t in adapted_here}
+    copies = {shared_input.get(t, t): inputs[t] for t in adapted_here}
     adapted = sum(2 * w for w in copies.values()) + 2 * lora_r * len(adapted_here)
     if dropout > 0:  # one mask per adapter (each applies its own dropout), shared inputs or not
         adapted += DROPOUT_MASK_BYTES * adapted_input_width(model, targets)
     # The inputs layer_saved_bytes_per_token already counts once each (a trained linear keeps them), now adapters' own.
     # An MoE's frozen router keeps no input either (the MLP norm's output, 2h); its experts' own terms are moe.py's.
     counted = 2 * h + o_proj_input_bytes(model, path) + 2 * h + (0 if model.num_experts else 2 * f)
+    shared, _ = shared_mlp(model)
+    if shared:  # peft adapts a shared expert's gate, up and down by name, as a dense MLP's; its frozen down keeps none
+        mlp = {"gate": h, "up": h, "down": shared}
+        kept = {shared_input.get(t, t): mlp[t] for t in ("gate", "up", "down") if t in targets}
+        adapted += sum(2 * w for w in kept.values()) + 2 * lora_r * sum(t in targets for t in mlp)
+        counted += 2 * shared
     frozen_norms = 0 if liger else 2 * r * h
     frozen_norms += head_norm_bytes(model, liger) - head_norm_bytes(model, liger, frozen=True)
     return float(adapted - counted - frozen_norms)

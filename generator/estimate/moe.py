@@ -37,9 +37,53 @@ def is_moe(model: ModelSpec) -> bool:
     return model.num_experts > 0
 
 
+DENSE_EXPERTS = ("llama4", "llama4_text")
+"""Model types whose transformers implementation runs every expert over every token and weights each output by the
+router's score instead of dispatching tokens (transformers 5 modeling_llama4.py Llama4TextMoe.forward: the hidden
+states repeated num_experts times into one bmm per projection; tests/test_estimate_expert_flops.py counts it on CPU).
+Their experts' GEMMs and intermediates have tokens x experts rows, not tokens x top-k: Llama-4 Scout's 16 experts at
+top-1 cost 16 times their routed FLOPs."""
+
+
+def expert_rows(model: ModelSpec) -> int:
+    """Rows each token puts through one layer's experts (1 for a dense model): its top-k, or every expert where the
+    implementation runs them densely (DENSE_EXPERTS)."""
+    if not is_moe(model):
+        return 1
+    return model.num_experts if model.model_type in DENSE_EXPERTS else max(model.experts_per_token, 1)
+
+
+SHARED_MLP_UP = ("up_proj", "w3", "gate_up_proj")
+"""Leaf names of the Linear that sets a shared expert's width (its gate and up run side by side; a fused gate_up is
+twice as wide)."""
+
+
+def shared_mlp(model: ModelSpec) -> tuple[int, bool]:
+    """(width, gated) of the dense SwiGLU MLP every token of an MoE layer also passes (Qwen2-MoE's shared_expert,
+    DeepSeek's and GLM's shared_experts, Llama-4's shared_expert), read from the built model's Linears
+    (ModelSpec.layer_linears) in the layers holding experts; gated: its output is scaled by a sigmoid of a 1-wide
+    Linear (Qwen2-MoE's shared_expert_gate), which keeps that output and the gate for backward. (0, False) where
+    there is none."""
+    layers = expert_layer_count(model)
+    width, gated = 0, False
+    for name, _, out, count in model.layer_linears:
+        if "shared" not in name or count != layers:
+            continue
+        leaf = name.rsplit(".", 1)[-1]
+        if leaf in SHARED_MLP_UP:
+            width += out // 2 if leaf == "gate_up_proj" else out
+        gated = gated or out == 1
+    return width, gated and width > 0
+
+
+def expert_layer_count(model: ModelSpec) -> int:
+    """Decoder layers holding routed experts (ModelSpec.expert_layers; every layer unless the model says fewer)."""
+    return model.expert_layers or model.num_layers
+
+
 def expert_params(model: ModelSpec) -> int:
     """Parameters in all experts of all layers (gate, up and down per expert; no biases in the llama-family MoEs)."""
-    return model.num_layers * model.num_experts * 3 * model.hidden_size * model.intermediate_size
+    return expert_layer_count(model) * model.num_experts * 3 * model.hidden_size * model.intermediate_size
 
 
 def mlp_element_bytes(method: str, residual: int = 4) -> int:
@@ -58,17 +102,17 @@ def moe_saved_bytes_per_token(model: ModelSpec, method: str, residual: int = 4, 
     and down [K, h] per routed copy in bf16 alive at the peak, nothing else F-wide (activations._layer_bytes); trained
     experts keep one F-wide tensor fewer too (counted on CPU with the same partitioner,
     tests/test_estimate_compiled_saved.py)."""
-    h, f, k = model.hidden_size, model.intermediate_size, model.experts_per_token
+    h, f, k = model.hidden_size, model.intermediate_size, expert_rows(model)
     e = mlp_element_bytes(method, residual)
     kept = 2 * f + (0 if compiled else f) + h  # gate/up output, activation output, down output
     if method == "full":
         kept += h + f  # the grouped GEMMs' inputs, for the experts' weight gradients
     if method == "qlora":
         kept += h  # the per-expert loop's index_add_ source (training/moe.py Nf4Experts)
-    routing = ROUTING_BYTES_PER_EXPERT * model.num_experts + ROUTING_BYTES_PER_ROUTE * k
+    routing = ROUTING_BYTES_PER_EXPERT * model.num_experts + ROUTING_BYTES_PER_ROUTE * model.experts_per_token
     return float(k * kept * e + routing)
 
 
 def backward_transient_routes(model: ModelSpec) -> int:
     """How many F-wide intermediates per token one layer's backward holds at once: K for an MoE, 1 for a dense MLP."""
-    return max(model.experts_per_token, 1) if is_moe(model) else 1
+    return expert_rows(model)

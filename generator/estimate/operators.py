@@ -6,7 +6,10 @@ Per decoder layer: q (h -> heads*d), k and v (h -> kv_heads*d), o (heads*d -> h)
 GEMMs over tokens x top_k rows (gate/up fused 2i wide, down; transformers 5's fused expert parameters); then lm_head
 over the real vocabulary (a tied lm_head still multiplies). The attention and QKV biases (Qwen2) are GEMM epilogues
 (cuBLAS adds them in the same kernel) and take no time of their own here. LoRA adds rank-r GEMMs beside each adapted
-Linear: A (in -> r) and B (r -> out).
+Linear: A (in -> r) and B (r -> out). A model sized on the meta device (ModelSpec.layer_linears) lists its decoder's
+Linears as transformers built them instead: shared experts, the dense MLPs of the layers without experts, MLA's
+low-rank projections and fused projections each at their own shape; the router (not an nn.Linear in transformers 5)
+and the experts count in the layers that have them (ModelSpec.expert_layers).
 
 Each Linear runs forward x @ W^T (m=tokens, k=in, n=out), the input gradient dY @ W (tokens, out, in) and, only when
 its weight trains, the weight gradient dY^T @ X (out, tokens, in). Float8 (torchao, train.py's filter in
@@ -20,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
+from generator.estimate.moe import expert_layer_count, expert_rows
 from generator.estimate.states import adapted_targets
 from generator.estimate.types import Workload
 from generator.model.types import ModelSpec
@@ -31,7 +35,8 @@ FP8_DIM_MULTIPLE = 16
 @dataclass(frozen=True)
 class Linear:
     name: str
-    """q, k, v, o, gate, up, down, router, lm_head, or lora_A / lora_B of one of them."""
+    """q, k, v, o, gate, up, down, router, lm_head, or lora_A / lora_B of one of them (a meta-sized model's own
+    names, e.g. mlp.shared_expert.up_proj)."""
     k_in: int
     """in_features."""
     n_out: int
@@ -52,7 +57,8 @@ class Experts:
     n_out: int
     num_experts: int
     top_k: int
-    """Rows per token: each token passes through top_k experts."""
+    """Rows per token: each token passes through top_k experts (every expert where they run densely,
+    estimate.moe.expert_rows)."""
     count: int
     """Layers."""
     trained: bool
@@ -72,12 +78,16 @@ def linears(model: ModelSpec, workload: Workload) -> list[Linear]:
     h, q, kv = model.hidden_size, model.num_heads * model.head_dim, model.num_kv_heads * model.head_dim
     i, layers, full = model.intermediate_size, model.num_layers, workload.method == "full"
     dims = {"q": (h, q), "k": (h, kv), "v": (h, kv), "o": (q, h)}
-    if model.num_experts:
-        dims["router"] = (h, model.num_experts)
-    else:
+    if not model.num_experts:
         dims.update({"gate": (h, i), "up": (h, i), "down": (i, h)})
-    out = [Linear(n, a, b, layers, full, _aligned(a, b)) for n, (a, b) in dims.items()]
-    out.append(Linear("lm_head", h, _lm_head_width(model, dims), 1, full, False))
+    if model.layer_linears:
+        out = [Linear(n, a, b, c, full, _aligned(a, b)) for n, a, b, c in model.layer_linears]
+    else:
+        out = [Linear(n, a, b, layers, full, _aligned(a, b)) for n, (a, b) in dims.items()]
+    if model.num_experts and not any(lin.n_out == model.num_experts for lin in out):
+        e = model.num_experts
+        out.append(Linear("router", h, e, expert_layer_count(model), full, _aligned(h, e)))
+    out.append(Linear("lm_head", h, _lm_head_width(model, out), 1, full, False))
     if workload.method != "full":
         r = workload.lora_r
         for t in lora_targets(model, workload):
@@ -86,14 +96,15 @@ def linears(model: ModelSpec, workload: Workload) -> list[Linear]:
     return out
 
 
-def _lm_head_width(model: ModelSpec, dims: dict) -> int:
+def _lm_head_width(model: ModelSpec, decoder: list[Linear]) -> int:
     """lm_head's out features on this GPU: the vocabulary, or a tensor-parallel rank's column shard of it
     (estimate.parallel.tp_shard_model divides matmul_params_active by tp and keeps vocab_size whole), read from what
     matmul_params_active leaves beside the decoder's GEMMs."""
-    layer = sum(a * b for a, b in dims.values())
+    layer = sum(lin.k_in * lin.n_out * lin.count for lin in decoder)
     if model.num_experts:
-        layer += 3 * model.hidden_size * model.intermediate_size * max(model.experts_per_token, 1)
-    rest = (model.matmul_params_active - model.num_layers * layer) // model.hidden_size
+        routed = 3 * model.hidden_size * model.intermediate_size * max(model.experts_per_token, 1)
+        layer += routed * expert_layer_count(model)
+    rest = (model.matmul_params_active - layer) // model.hidden_size
     return max(1, min(model.vocab_size, rest))
 
 
@@ -101,10 +112,9 @@ def experts(model: ModelSpec, workload: Workload) -> list[Experts]:
     """The routed experts' two grouped GEMMs per layer (none for a dense model)."""
     if not model.num_experts:
         return []
-    h, i, e, k = model.hidden_size, model.intermediate_size, model.num_experts, max(model.experts_per_token, 1)
-    full = workload.method == "full"
-    return [Experts("gate_up", h, 2 * i, e, k, model.num_layers, full),
-            Experts("down", i, h, e, k, model.num_layers, full)]  # fmt: skip
+    h, i, e, k = model.hidden_size, model.intermediate_size, model.num_experts, expert_rows(model)
+    full, n = workload.method == "full", expert_layer_count(model)
+    return [Experts("gate_up", h, 2 * i, e, k, n, full), Experts("down", i, h, e, k, n, full)]
 
 
 @dataclass(frozen=True)

@@ -97,7 +97,20 @@ def tp_shard_model(model: ModelSpec, tp: int) -> ModelSpec:
         params_total=replicated + per_layer * model.num_layers + lm_head // tp,
         matmul_params_active=model.matmul_params_active // tp,
         largest_layer_params=-(-model.largest_layer_params // tp),
+        layer_linears=tuple(_tp_linear(lin, tp) for lin in model.layer_linears),
     )
+
+
+ROW_PARALLEL = ("o_proj", "down_proj", "out_proj", "dense", "c_proj", "fc2", "w2", "wo")
+"""Projections a tensor-parallel plan splits along their input (row-wise: their output is all-reduced); every other
+decoder Linear is split along its output (column-wise), as transformers' tp_plan does for the llama family."""
+
+
+def _tp_linear(linear: tuple[str, int, int, int], tp: int) -> tuple[str, int, int, int]:
+    name, a, b, count = linear
+    if name.rsplit(".", 1)[-1] in ROW_PARALLEL:
+        return name, max(1, a // tp), b, count
+    return name, a, max(1, b // tp), count
 
 
 def _ring(n: int) -> float:

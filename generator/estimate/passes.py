@@ -34,6 +34,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from generator.estimate.moe import expert_rows, shared_mlp
 from generator.estimate.scripts import liger_fused_loss, liger_kernels
 from generator.estimate.states import adapted_input_width, qlora_kept_bytes
 from generator.estimate.types import Workload
@@ -69,19 +70,18 @@ class PassBytes:
 
 def _eager(model: ModelSpec) -> float:
     h, q, kv = model.hidden_size, model.num_heads * model.head_dim, model.num_kv_heads * model.head_dim
-    k = max(model.experts_per_token, 1) if model.num_experts else 1
+    k = expert_rows(model)
     moe = 10.0 * h * k if model.num_experts else 0.0
     head_norms = 36.0 * (q + kv) if model.qk_norm else 0.0  # RMSNorm's chain over q and k (ModelSpec.qk_norm)
-    return (
-        2 * 36.0 * h + 2 * 6.0 * h + 18.0 * (q + kv) + 4.0 * q + 10.0 * model.intermediate_size * k + moe + head_norms
-    )
+    swiglu = 10.0 * (model.intermediate_size * k + shared_mlp(model)[0])  # a shared expert's SwiGLU beside the routed
+    return 2 * 36.0 * h + 2 * 6.0 * h + 18.0 * (q + kv) + 4.0 * q + swiglu + moe + head_norms
 
 
 def _fused(model: ModelSpec, swiglu_fused: bool) -> float:
     h, q, kv = model.hidden_size, model.num_heads * model.head_dim, model.num_kv_heads * model.head_dim
-    k = max(model.experts_per_token, 1) if model.num_experts else 1
+    k = expert_rows(model)
     moe = 10.0 * h * k if model.num_experts else 0.0
-    swiglu = (6.0 if swiglu_fused else 10.0) * model.intermediate_size * k
+    swiglu = (6.0 if swiglu_fused else 10.0) * (model.intermediate_size * k + shared_mlp(model)[0])
     head_norms = 4.0 * (q + kv) if model.qk_norm else 0.0
     return 2 * 4.0 * h + 4.0 * (q + kv) + 4.0 * q + swiglu + moe + head_norms
 
@@ -115,7 +115,7 @@ def _fp32_stream(model: ModelSpec, per_layer: float, fused: bool) -> float:
     (eager or fused, as the layer runs them), and bitsandbytes' casts into and out of the 4-bit Linears."""
     q, kv = model.num_heads * model.head_dim, model.num_kv_heads * model.head_dim
     h = model.hidden_size
-    i = model.intermediate_size * (max(model.experts_per_token, 1) if model.num_experts else 1)
+    i = model.intermediate_size * expert_rows(model) + shared_mlp(model)[0]
     rope_swiglu = 4.0 * (q + kv) + 6.0 * i if fused else 18.0 * (q + kv) + 10.0 * i
     casts = 6.0 * (5 * h + i) + 6.0 * (q + 2 * kv + 2 * i + h)
     return per_layer + rope_swiglu + casts

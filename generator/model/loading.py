@@ -65,7 +65,8 @@ def _spec_by_meta(config: dict, name: str) -> ModelSpec:
 
     if not config.get("model_type"):
         raise UserError(f"{name}: config.json has no 'model_type', so its architecture cannot be built")
-    total, experts_total, attentions, dims, layer_cls, linear_names, qk_norm = meta_counts(config, name)
+    counts = meta_counts(config, name)
+    total, experts_total, attentions, dims, layer_cls, linear_names, qk_norm = counts[:7]
     if not dims.get("num_attention_heads"):
         raise UserError(
             f"{name}: the config of {config['model_type']} names no attention heads (a state-space or recurrent "
@@ -118,6 +119,8 @@ def _spec_by_meta(config: dict, name: str) -> ModelSpec:
         sliding_window=window if windowed == layers else None,
         partial_window=(windowed, window) if 0 < windowed < layers else None,
         qk_norm=qk_norm,
+        layer_linears=counts.linears,
+        expert_layers=counts.expert_blocks if experts and 0 < counts.expert_blocks < layers else None,
     )
 
 

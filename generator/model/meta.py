@@ -45,6 +45,11 @@ class MetaCounts(NamedTuple):
     target_modules can match there."""
     qk_norm: bool = False
     """The block has modules named q_norm and k_norm (ModelSpec.qk_norm)."""
+    linears: tuple[tuple[str, int, int, int], ...] = ()
+    """Every nn.Linear of the decoder blocks: (name within its block, in, out, blocks that have it) (ModelSpec.
+    layer_linears)."""
+    expert_blocks: int = 0
+    """Decoder blocks holding fused expert tensors (ModelSpec.expert_layers)."""
 
 
 def _dim(config, key: str):
@@ -120,18 +125,29 @@ def _quiet(names: tuple[str, ...]):
             lg.setLevel(level)
 
 
-def _decoder_block(model) -> tuple[str | None, tuple[str, ...] | None, bool]:
-    """(class name, Linear module names, whether q and k are normalised) of the longest ModuleList of one class
-    inside the language model (get_decoder: the text decoder of a multimodal model, whose vision tower has a block
-    list of its own)."""
+def _decoder_block(model) -> tuple[str | None, tuple[str, ...] | None, bool, tuple, int]:
+    """(class name, Linear module names, whether q and k are normalised, every Linear of all the blocks with how
+    many blocks have it, the blocks holding fused experts) of the longest ModuleList of one class inside the language
+    model (get_decoder: the text decoder of a multimodal model, whose vision tower has a block list of its own).
+    Blocks of one class can differ inside: DeepSeek's first layers and Llama-4's interleaved ones have a dense MLP
+    where the others have experts and a shared expert."""
     decoder = model.get_decoder() if hasattr(model, "get_decoder") else model
     blocks = [
         m for m in decoder.modules()
         if type(m).__name__ == "ModuleList" and len(m) and len({type(b) for b in m}) == 1
     ]  # fmt: skip
     if not blocks:
-        return None, None, False
-    block = max(blocks, key=len)[0]
+        return None, None, False, (), 0
+    stack = max(blocks, key=len)
+    block = stack[0]
     linears = {name.rsplit(".", 1)[-1] for name, m in block.named_modules() if type(m).__name__ == "Linear"}
     leaves = {name.rsplit(".", 1)[-1] for name, _ in block.named_modules()}
-    return type(block).__name__, tuple(sorted(linears)), {"q_norm", "k_norm"} <= leaves
+    shapes: dict[tuple[str, int, int], int] = {}
+    for b in stack:
+        for name, m in b.named_modules():
+            if type(m).__name__ == "Linear":
+                key = (name, int(m.in_features), int(m.out_features))
+                shapes[key] = shapes.get(key, 0) + 1
+    experts = sum(any(p.dim() >= 3 for p in b.parameters()) for b in stack)
+    every = tuple(sorted((*key, count) for key, count in shapes.items()))
+    return type(block).__name__, tuple(sorted(linears)), {"q_norm", "k_norm"} <= leaves, every, experts

@@ -60,6 +60,8 @@ def _from_json(d: dict) -> MetaCounts:
         layer_cls=d["layer_cls"],
         linear_names=None if linear is None else tuple(linear),
         qk_norm=bool(d.get("qk_norm", False)),
+        linears=tuple(tuple(x) for x in d.get("linears", ())),
+        expert_blocks=int(d.get("expert_blocks", 0)),
     )
 
 

@@ -51,6 +51,15 @@ class ModelSpec:
     """(layers, window) where only some decoder layers attend within a window (Gemma-2/3, GPT-OSS, Cohere2, OLMo-3:
     the config's layer_types); the estimate prices each kind of layer on its own attention path
     (estimate.attention.layer_groups)."""
+    layer_linears: tuple[tuple[str, int, int, int], ...] = ()
+    """Every nn.Linear of the decoder blocks as transformers builds them: (name within its block, in_features,
+    out_features, how many blocks have it), read from the meta-built model for architectures outside the llama
+    family: shared experts, dense MLPs among MoE layers, MLA's low-rank projections, fused qkv. The estimator prices
+    the decoder's dense GEMMs from it (estimate.operators.linears). Empty for the closed-form families, whose
+    projections follow from the config."""
+    expert_layers: int | None = None
+    """Decoder layers holding routed experts where fewer than all do (DeepSeek's first dense layers, Llama-4's
+    interleaving); None: every layer of an MoE."""
     qk_norm: bool = False
     """The attention normalises q and k (RMSNorm modules q_norm and k_norm in the decoder layer: Qwen3, OLMo-2,
     Gemma-3), read from the built model for architectures outside the llama family; what those norms keep for

@@ -27,7 +27,7 @@ from generator.estimate.hardware import unknown_gpu_warning
 from generator.estimate.scripts import planned_load_dtype, script_facts
 from generator.estimate.types import STRATEGIES, Placement, Workload
 from generator.model.types import ModelSpec
-from generator.plan import advice, parallel, reasons
+from generator.plan import advice, moe_reasons, parallel, reasons
 from generator.plan.bandwidth_file import MeasuredBandwidth
 from generator.plan.batch import batch_options
 from generator.plan.candidates import free_gpus, gpu_choices, placement_for
@@ -110,7 +110,8 @@ def make_plan(
     why += kernel_reasons(request, chosen, same, model) + liger_gain(model, request, chosen, engines)
     why += precision_reasons(model, request, chosen, engines)
     why += reasons.host_bound_reason(chosen.estimate, chosen.option.workload, model)
-    why += reasons.nf4_experts_reason(model, chosen.option.workload)
+    why += moe_reasons.nf4_experts_reason(model, chosen.option.workload)
+    why += moe_reasons.dense_experts_reason(model)
     why += reasons.config_only_reason(model)
     why += compile_reasons(request, chosen, rows)
     why += [r for r in lora_targets_for(request, model)[1:] if r]

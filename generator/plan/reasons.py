@@ -268,30 +268,6 @@ def host_bound_reason(e: Estimate, workload: Workload, model: ModelSpec) -> list
     ]
 
 
-NF4_EXPERTS_LAUNCH_BOUND = (4096, 2944, 3491, 32768)
-"""Mixtral-8x7B QLoRA under train.py on one H200 with the sorted NF4 expert dispatch
-(bench/results/h200-x1-families-mixtral-sorted-2026-12-04.json): at 4,096 tokens a micro-step it ran 2,944 tokens/s
-against 3,491 predicted, launch-bound (profile-mixtral-qlora-sorted-h200-2026-12-04: the GPU busy 1.06 s of each
-1.39 s step, idle in thousands of gaps under 100 us); at 32,768 within 2%. (tokens measured slow, measured,
-predicted, tokens measured GPU-bound)."""
-
-
-def nf4_experts_reason(model: ModelSpec, workload: Workload) -> list[str]:
-    """One line where train.py's 4-bit experts run micro-steps short enough that the host, which reads the routed
-    counts once a layer and so cannot run ahead, may set the pace: the estimator's host rows do not cover that
-    layer, so the prediction is optimistic there."""
-    tokens = workload.seq_len * workload.micro_batch
-    slow, measured, predicted, fine = NF4_EXPERTS_LAUNCH_BOUND
-    if not (model.num_experts and workload.method == "qlora" and workload.script == "train.py" and tokens < fine):
-        return []
-    return [
-        f"launch-bound risk: train.py's 4-bit experts read the routed counts once a layer, so the CPU cannot run "
-        f"ahead of the GPU; at {slow:,} tokens a micro-step one H200 ran {measured:,} tokens/s where "
-        f"{predicted:,} was predicted ({100 * (measured / predicted - 1):+.0f}%), at {fine:,} within 2%: at "
-        f"{tokens:,} expect up to that shortfall, or raise the micro-batch"
-    ]
-
-
 def config_only_reason(model: ModelSpec) -> list[str]:
     """One line where --model was a config file alone: the plan is sized from it, but the launch line needs the
     checkpoint itself, so it names a placeholder."""

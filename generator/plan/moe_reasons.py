@@ -1,0 +1,46 @@
+"""The plan's lines about how a mixture of experts will really run: where the experts' implementation, not the
+routed FLOPs, sets the cost (experts run densely), and where the host can set the pace (train.py's 4-bit experts at
+short micro-steps)."""
+
+from __future__ import annotations
+
+from generator.estimate.moe import DENSE_EXPERTS
+from generator.estimate.types import Workload
+from generator.model.types import ModelSpec
+
+
+def dense_experts_reason(model: ModelSpec) -> list[str]:
+    """One line where transformers runs every expert over every token (estimate.moe.DENSE_EXPERTS): the step is
+    priced that way, far above what the routed top-k suggests."""
+    if not model.num_experts or model.model_type not in DENSE_EXPERTS:
+        return []
+    e, k = model.num_experts, max(model.experts_per_token, 1)
+    return [
+        f"experts run densely: transformers' {model.model_type} runs all {e} experts over every token and weights "
+        f"their outputs by the router (top-{k} is a weighting, not a dispatch), so the experts cost {e // k}x their "
+        "routed FLOPs; priced as it runs"
+    ]
+
+
+NF4_EXPERTS_LAUNCH_BOUND = (4096, 2944, 3491, 32768)
+"""Mixtral-8x7B QLoRA under train.py on one H200 with the sorted NF4 expert dispatch
+(bench/results/h200-x1-families-mixtral-sorted-2026-12-04.json): at 4,096 tokens a micro-step it ran 2,944 tokens/s
+against 3,491 predicted, launch-bound (profile-mixtral-qlora-sorted-h200-2026-12-04: the GPU busy 1.06 s of each
+1.39 s step, idle in thousands of gaps under 100 us); at 32,768 within 2%. (tokens measured slow, measured,
+predicted, tokens measured GPU-bound)."""
+
+
+def nf4_experts_reason(model: ModelSpec, workload: Workload) -> list[str]:
+    """One line where train.py's 4-bit experts run micro-steps short enough that the host, which reads the routed
+    counts once a layer and so cannot run ahead, may set the pace: the estimator's host rows do not cover that
+    layer, so the prediction is optimistic there."""
+    tokens = workload.seq_len * workload.micro_batch
+    slow, measured, predicted, fine = NF4_EXPERTS_LAUNCH_BOUND
+    if not (model.num_experts and workload.method == "qlora" and workload.script == "train.py" and tokens < fine):
+        return []
+    return [
+        f"launch-bound risk: train.py's 4-bit experts read the routed counts once a layer, so the CPU cannot run "
+        f"ahead of the GPU; at {slow:,} tokens a micro-step one H200 ran {measured:,} tokens/s where "
+        f"{predicted:,} was predicted ({100 * (measured / predicted - 1):+.0f}%), at {fine:,} within 2%: at "
+        f"{tokens:,} expect up to that shortfall, or raise the micro-batch"
+    ]
