@@ -22,13 +22,16 @@ from __future__ import annotations
 import torch  # this module is imported only once a model is being built (training/model.py, training/qlora.py)
 
 from generator.errors import UserError
+from generator.model.meta import is_expert_tensor
 
 
 def expert_modules(model) -> list:
     """Modules holding fused expert weights: any module with a floating-point parameter of 3 or more dimensions of
     its own (the experts' [experts, out, in] tensors; nothing else in a decoder has one)."""
     return [
-        m for m in model.modules() if any(p.is_floating_point() and p.dim() >= 3 for p in m.parameters(recurse=False))
+        m
+        for m in model.modules()
+        if any(p.is_floating_point() and is_expert_tensor(p.shape) for p in m.parameters(recurse=False))
     ]
 
 
@@ -90,7 +93,7 @@ def quantise_experts(root, quantization_config, device) -> int:
     gate/up, [out, in] storage, no bias, gated, no post-expert norm) in one line."""
     found = 0
     for name, module in list(root.named_modules()):
-        if module is root or not any(p.dim() >= 3 for p in module.parameters(recurse=False)):
+        if module is root or not any(is_expert_tensor(p.shape) for p in module.parameters(recurse=False)):
             continue
         _check_layout(module)
         parent, _, attr = name.rpartition(".")

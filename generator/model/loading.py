@@ -51,8 +51,9 @@ def spec_from_any_config(config: dict, name: str) -> ModelSpec:
 
 
 # Config keys transformers' MoE families name their expert count and routed top-k with (Mixtral, Qwen-MoE, OLMoE,
-# DeepSeek), and the experts' own width where it differs from the dense MLP's.
-EXPERT_COUNT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts")
+# DeepSeek, Kimi, Aria), and the experts' own width where it differs from the dense MLP's.
+EXPERT_COUNT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts")
+TOP_K_KEYS = ("num_experts_per_tok", "num_experts_per_token", "moe_topk")
 EXPERT_WIDTH_KEYS = ("moe_intermediate_size",)
 
 
@@ -76,7 +77,7 @@ def _spec_by_meta(config: dict, name: str) -> ModelSpec:
         if not dims.get(key):
             raise UserError(f"{name}: its config has no '{key}', so its memory cannot be estimated")
     experts = next((int(dims[k]) for k in EXPERT_COUNT_KEYS if dims.get(k)), 0) if experts_total else 0
-    top_k = int(dims.get("num_experts_per_tok") or 0) if experts else 0
+    top_k = int(next((dims[k] for k in TOP_K_KEYS if dims.get(k)), 0)) if experts else 0
     if experts and not top_k:  # every expert priced as active would overstate compute by experts / top-k
         raise UserError(
             f"{name}: its config has {experts} experts but no routed top-k (num_experts_per_tok), so the compute a "
@@ -100,6 +101,7 @@ def _spec_by_meta(config: dict, name: str) -> ModelSpec:
         head_dim=int(dims.get("head_dim") or h // heads),
         intermediate_size=int(
             next((dims[k] for k in EXPERT_WIDTH_KEYS if experts and dims.get(k)), 0)
+            or _expert_width(experts_total, experts, h, counts.expert_blocks)
             or dims.get("intermediate_size")
             or 4 * h
         ),
@@ -122,6 +124,14 @@ def _spec_by_meta(config: dict, name: str) -> ModelSpec:
         layer_linears=counts.linears,
         expert_layers=counts.expert_blocks if experts and 0 < counts.expert_blocks < layers else None,
     )
+
+
+def _expert_width(params: int, experts: int, hidden: int, layers: int) -> int:
+    """One expert's width from the fused expert tensors' size (gate, up and down: 3 x hidden x width per expert and
+    layer), where the config names no expert width (Aria's experts are its intermediate_size); 0 where that does not
+    divide out."""
+    per_expert = 3 * hidden * experts * layers
+    return params // per_expert if experts and layers and params % per_expert == 0 else 0
 
 
 def _windows(dims: dict, layers: int) -> tuple[int | None, int]:

@@ -17,7 +17,8 @@ logs for torchao's enums) say nothing about the plan. train.py, which uses torch
 DIM_KEYS = (
     "hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim", "intermediate_size",
     "vocab_size", "max_position_embeddings", "tie_word_embeddings", "num_local_experts", "num_experts",
-    "n_routed_experts", "num_experts_per_tok", "moe_intermediate_size", "sliding_window",
+    "n_routed_experts", "moe_num_experts", "num_experts_per_tok", "num_experts_per_token", "moe_topk",
+    "moe_intermediate_size", "sliding_window",
     "use_sliding_window", "layer_types",
 )  # fmt: skip
 """The language model's dimensions, read through transformers' config object: its attribute_map resolves each family's
@@ -29,8 +30,8 @@ class MetaCounts(NamedTuple):
     total: int
     """Every parameter, a tied weight once."""
     experts: int
-    """Parameters of fused MoE experts: those of 3 or more dimensions (transformers 5 holds an MoE layer's experts
-    as [experts, out, in] tensors of one module); none for a dense model."""
+    """Parameters of fused MoE experts (is_expert_tensor: transformers 5 holds an MoE layer's experts as
+    [experts, out, in] tensors of one module); none for a dense model."""
     attentions: tuple[str, ...]
     """Attention kernels the model class loads with (ModelSpec.attentions): eager, plus sdpa and flex where its
     _supports_sdpa / _supports_flex_attn say so."""
@@ -65,6 +66,13 @@ def _dim(config, key: str):
     if widths:
         return max(value)
     return value
+
+
+def is_expert_tensor(shape) -> bool:
+    """A fused MoE experts tensor: [experts, out, in] (transformers 5), 3 or more dimensions with neither of the first
+    two 1. A depthwise convolution's weight is 3-D too (Mamba's conv1d in Jamba: [channels, 1, kernel]) and is not
+    one."""
+    return len(shape) >= 3 and shape[0] > 1 and shape[1] > 1
 
 
 def count_params_meta(config_dict: dict) -> int:
@@ -108,8 +116,9 @@ def meta_counts(config_dict: dict, name: str = "the model") -> MetaCounts:
     dims["architectures"] = getattr(config, "architectures", None)
     if dims["tie_word_embeddings"] is None:
         dims["tie_word_embeddings"] = getattr(config, "tie_word_embeddings", False)
-    experts = sum(p.numel() for p in params if p.dim() >= 3)
-    return MetaCounts(sum(p.numel() for p in params), experts, attentions, dims, *_decoder_block(model))
+    experts = sum(p.numel() for p in params if is_expert_tensor(p.shape))
+    block = _decoder_block(model, dims.get("num_hidden_layers"))
+    return MetaCounts(sum(p.numel() for p in params), experts, attentions, dims, *block)
 
 
 @contextlib.contextmanager
@@ -125,29 +134,45 @@ def _quiet(names: tuple[str, ...]):
             lg.setLevel(level)
 
 
-def _decoder_block(model) -> tuple[str | None, tuple[str, ...] | None, bool, tuple, int]:
+def _decoder_block(model, layers=None) -> tuple[str | None, tuple[str, ...] | None, bool, tuple, int]:
     """(class name, Linear module names, whether q and k are normalised, every Linear of all the blocks with how
     many blocks have it, the blocks holding fused experts) of the longest ModuleList of one class inside the language
     model (get_decoder: the text decoder of a multimodal model, whose vision tower has a block list of its own).
     Blocks of one class can differ inside: DeepSeek's first layers and Llama-4's interleaved ones have a dense MLP
-    where the others have experts and a shared expert."""
+    where the others have experts and a shared expert. The Linears are read from the list of `layers` blocks where it
+    holds blocks of several classes (Jamba's and Zamba's attention and Mamba layers), and any nn.Linear subclass
+    counts (Falcon's FalconLinear)."""
     decoder = model.get_decoder() if hasattr(model, "get_decoder") else model
     blocks = [
         m for m in decoder.modules()
         if type(m).__name__ == "ModuleList" and len(m) and len({type(b) for b in m}) == 1
     ]  # fmt: skip
-    if not blocks:
-        return None, None, False, (), 0
-    stack = max(blocks, key=len)
-    block = stack[0]
+    stacks = [m for m in decoder.modules() if type(m).__name__ == "ModuleList" and len(m) == layers]
+    uniform = max(blocks, key=len) if blocks else None
+    stack = uniform if uniform is not None and (len(uniform) == layers or not stacks) else (stacks or [None])[0]
+    every, experts = _linears(stack) if stack is not None else ((), 0)
+    if uniform is None:
+        return None, None, False, every, experts
+    block = uniform[0]
     linears = {name.rsplit(".", 1)[-1] for name, m in block.named_modules() if type(m).__name__ == "Linear"}
     leaves = {name.rsplit(".", 1)[-1] for name, _ in block.named_modules()}
+    return type(block).__name__, tuple(sorted(linears)), {"q_norm", "k_norm"} <= leaves, every, experts
+
+
+def _linears(stack) -> tuple[tuple, int]:
+    """(every nn.Linear of the blocks as (name within its block, in, out, blocks having it), blocks holding fused
+    expert tensors)."""
     shapes: dict[tuple[str, int, int], int] = {}
     for b in stack:
         for name, m in b.named_modules():
-            if type(m).__name__ == "Linear":
+            if _is_linear(m):
                 key = (name, int(m.in_features), int(m.out_features))
                 shapes[key] = shapes.get(key, 0) + 1
-    experts = sum(any(p.dim() >= 3 for p in b.parameters()) for b in stack)
-    every = tuple(sorted((*key, count) for key, count in shapes.items()))
-    return type(block).__name__, tuple(sorted(linears)), {"q_norm", "k_norm"} <= leaves, every, experts
+    experts = sum(any(is_expert_tensor(p.shape) for p in b.parameters()) for b in stack)
+    return tuple(sorted((*key, count) for key, count in shapes.items())), experts
+
+
+def _is_linear(module) -> bool:
+    """An nn.Linear or a subclass of it (Falcon's FalconLinear, Llama-4's router), told by its classes' names so that
+    this module does not import torch itself (transformers' build already has)."""
+    return any(c.__name__ == "Linear" and c.__module__ == "torch.nn.modules.linear" for c in type(module).__mro__)
