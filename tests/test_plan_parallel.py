@@ -70,7 +70,7 @@ def test_h200_nvl_never_puts_a_group_across_the_two_nvlink_groups(seq, method):
 def test_h200_nvl_131k_8b_lora_is_refused_and_says_why():
     plan, error = _outcome("h200-nvl-8", "llama-3.1-8b", method="lora", seq_len=131072)
     assert plan is None
-    assert "CP 8 x FSDP 8 not considered" in error and "would cross SYS between GPUs 0 and 4" in error
+    assert "CP 8, FSDP over 8 not considered" in error and "would cross SYS between GPUs 0 and 4" in error
     assert "issue" not in error.lower()
 
 

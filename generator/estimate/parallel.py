@@ -75,8 +75,14 @@ class Layout:
 
     @property
     def label(self) -> str:
-        parts = [f"TP {self.tp}"] * (self.tp > 1) + [f"CP {self.cp}"] * (self.cp > 1)
-        return " x ".join([*parts, f"FSDP {self.dp_shard * self.cp}"])
+        """The layout's factors, whose product is its GPU count ("TP 2 x FSDP 4"); with context parallelism FSDP
+        shards over the CP ranks too, which is said apart ("TP 2 x CP 4, FSDP over 4") so that it does not read as
+        one more factor."""
+        parts = [f"TP {self.tp}"] * (self.tp > 1)
+        if self.cp == 1:
+            return " x ".join([*parts, f"FSDP {self.dp_shard}"])
+        parts += [f"CP {self.cp}"] + [f"DP {self.dp_shard}"] * (self.dp_shard > 1)
+        return f"{' x '.join(parts)}, FSDP over {self.dp_shard * self.cp}"
 
 
 def tp_shard_model(model: ModelSpec, tp: int) -> ModelSpec:
