@@ -85,3 +85,24 @@ def test_gemm_flops_are_what_transformers_executes(tmp_path: Path, model_type):
     spec = load_model(str(tmp_path))
     fwd, bwd = gemm_flops(spec, Workload(seq_len=SEQ, micro_batch=1, method="full"))
     assert fwd + bwd == executed_matmul_flops(config, bmm=model_type not in SCAN_BMM)
+
+
+def test_the_plan_says_dense_experts_and_refuses_train_pys_qlora_for_them(tmp_path: Path, capsys):
+    """The Llama-4 case above, planned: the reasons say the experts run densely (what the FLOPs above count), and
+    train.py's QLoRA, whose per-expert NF4 module is called as routed experts are, is refused in one line before any
+    config is written."""
+    from generator.cli import main
+
+    (tmp_path / "config.json").write_text(json.dumps({**BASE, **CASES["llama4_text"], "model_type": "llama4_text"}))
+    base = ["plan", "--model", str(tmp_path), "--machine", "h200-sxm-2", "--num-gpus", "1", "--seq-len", "128",
+            "--json", "--force"]  # fmt: skip
+    assert main([*base, "--method", "lora", "--output", str(tmp_path / "a.yaml")]) == 0
+    reasons = json.loads(capsys.readouterr().out)["reasons"]
+    assert [r for r in reasons if r.startswith("experts run densely")] == [
+        "experts run densely: transformers' llama4_text runs all 4 experts over every token and weights their outputs "
+        "by the router (top-1 is a weighting, not a dispatch), so the experts cost 4x their routed FLOPs; priced as "
+        "it runs"
+    ]
+    assert main([*base, "--method", "qlora", "--output", str(tmp_path / "b.yaml")]) == 2
+    assert "experts run densely over every token" in capsys.readouterr().err
+    assert not (tmp_path / "b.yaml").exists()

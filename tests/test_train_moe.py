@@ -290,3 +290,18 @@ def test_an_out_of_memory_while_loading_reaches_train_pys_one_line(monkeypatch):
     )
     with pytest.raises(torch.OutOfMemoryError):
         model_mod.load_model(args, tiny_mixtral_config(), use_cuda=False)
+
+
+def test_qlora_refuses_experts_that_run_densely_in_one_line(bnb):
+    """Llama-4's experts take the hidden states alone and run every expert over every token; train.py's per-expert
+    NF4 module is called as routed experts are, so the load refuses them in one line (plan refuses first:
+    generator/plan/moe_reasons.qlora_problem) instead of a TypeError at the first step."""
+    from generator.errors import UserError
+
+    cfg = transformers.AutoConfig.for_model(
+        "llama4_text", hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+        vocab_size=256, intermediate_size=48, intermediate_size_mlp=96, num_local_experts=4, num_experts_per_tok=1,
+        interleave_moe_layer_step=1, head_dim=16,
+    )  # fmt: skip
+    with pytest.raises(UserError, match="Llama4TextExperts runs every expert over every token"):
+        _quantised(0, cfg)

@@ -19,6 +19,8 @@ nn.Linear layers. Two consequences, checked against transformers 5.24's integrat
 
 from __future__ import annotations
 
+import inspect
+
 import torch  # this module is imported only once a model is being built (training/model.py, training/qlora.py)
 
 from generator.errors import UserError
@@ -106,6 +108,11 @@ def quantise_experts(root, quantization_config, device) -> int:
 def _check_layout(module) -> None:
     default = dict(is_transposed=False, has_bias=False, has_gate=True, is_concatenated=True, has_post_expert_norm=False)
     odd = [k for k, v in default.items() if getattr(module, k, v) != v]
+    if len(inspect.signature(module.forward).parameters) < 3:  # Nf4Experts is called as transformers' routed experts
+        raise UserError(
+            f"--method qlora: {type(module).__name__} runs every expert over every token (its forward takes the "
+            "hidden states alone), not the routed dispatch train.py quantises per expert; use --method lora"
+        )
     if odd or not hasattr(module, "gate_up_proj") or not hasattr(module, "down_proj"):
         raise UserError(
             f"--method qlora: {type(module).__name__}'s experts layout "

@@ -7,6 +7,19 @@ from __future__ import annotations
 from generator.estimate.moe import DENSE_EXPERTS
 from generator.estimate.types import Workload
 from generator.model.types import ModelSpec
+from generator.plan.types import PlanRequest
+
+
+def qlora_problem(model: ModelSpec, request: PlanRequest) -> str | None:
+    """train.py quantises an MoE's experts per expert for QLoRA and calls them as transformers' routed experts; dense
+    experts (DENSE_EXPERTS) are called with the hidden states alone, so train.py refuses them at load
+    (training/moe.py _check_layout): say so before any config is written."""
+    if request.method != "qlora" or request.script != "train.py" or model.model_type not in DENSE_EXPERTS:
+        return None
+    return (
+        f"--method qlora with train.py: {model.model_type}'s experts run densely over every token, not the routed "
+        "dispatch train.py quantises per expert; use --method lora"
+    )
 
 
 def dense_experts_reason(model: ModelSpec) -> list[str]:

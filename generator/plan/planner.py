@@ -67,6 +67,9 @@ def make_plan(
 ) -> Plan:
     engines = engines or default_engines()
     check_request(request)
+    problem = moe_reasons.qlora_problem(model, request)
+    if problem:
+        raise UserError(problem)
     inter, inter_reason, inter_warning = inter_node_gbps(
         request.inter_node_gbps, topology.inter_node_gbps, request.fabric, request.num_machines
     )
