@@ -84,8 +84,9 @@ def linears(model: ModelSpec, workload: Workload) -> list[Linear]:
         out = [Linear(n, a, b, c, full, _aligned(a, b)) for n, a, b, c in model.layer_linears]
     else:
         out = [Linear(n, a, b, layers, full, _aligned(a, b)) for n, (a, b) in dims.items()]
-    if model.num_experts and not any(lin.n_out == model.num_experts for lin in out):
-        e = model.num_experts
+    e = model.num_experts
+    if e and not any(lin.n_out == e and lin.k_in == h and "attn" not in lin.name for lin in out):
+        # the router is a Linear of its own only in some builds (Llama-4's Llama4Router); add it where none reads h
         out.append(Linear("router", h, e, expert_layer_count(model), full, _aligned(h, e)))
     out.append(Linear("lm_head", h, _lm_head_width(model, out), 1, full, False))
     if workload.method != "full":
