@@ -106,3 +106,22 @@ def test_the_plan_says_dense_experts_and_refuses_train_pys_qlora_for_them(tmp_pa
     assert main([*base, "--method", "qlora", "--output", str(tmp_path / "b.yaml")]) == 2
     assert "experts run densely over every token" in capsys.readouterr().err
     assert not (tmp_path / "b.yaml").exists()
+
+
+def test_a_hybrid_model_is_said_to_be_priced_roughly(tmp_path: Path, capsys):
+    """Jamba's Mamba layers (the config's layer_types) have no softmax attention and a recurrent scan the estimator
+    does not price: the plan says how many layers that is; a model with attention in every layer gets no such line."""
+    from generator.cli import main
+
+    said = {}
+    for model_type in ("jamba", "qwen3_moe"):
+        (tmp_path / model_type).mkdir()
+        config = {**BASE, **CASES[model_type], "model_type": model_type}
+        (tmp_path / model_type / "config.json").write_text(json.dumps(config))
+        argv = ["plan", "--model", str(tmp_path / model_type), "--machine", "h200-sxm-2", "--num-gpus", "1",
+                "--method", "lora", "--seq-len", "128", "--json", "--force",
+                "--output", str(tmp_path / "p.yaml")]  # fmt: skip
+        assert main(argv) == 0
+        said[model_type] = [r for r in json.loads(capsys.readouterr().out)["reasons"] if r.startswith("hybrid")]
+    assert said["qwen3_moe"] == []
+    assert len(said["jamba"]) == 1 and said["jamba"][0].startswith("hybrid layers: 2 of 4 decoder layers")

@@ -122,6 +122,7 @@ def _spec_by_meta(config: dict, name: str) -> ModelSpec:
         partial_window=(windowed, window) if 0 < windowed < layers else None,
         qk_norm=qk_norm,
         layer_linears=counts.linears,
+        recurrent_layers=_recurrent_layers(dims),
         expert_layers=counts.expert_blocks if experts and 0 < counts.expert_blocks < layers else None,
     )
 
@@ -132,6 +133,19 @@ def _expert_width(params: int, experts: int, hidden: int, layers: int) -> int:
     divide out."""
     per_expert = 3 * hidden * experts * layers
     return params // per_expert if experts and layers and params % per_expert == 0 else 0
+
+
+RECURRENT_LAYER_TYPES = ("linear_attention", "conv", "mamba", "recurrent")
+"""Kinds in a config's layer_types for a decoder layer without softmax attention: Mamba and other linear attention
+(Jamba, Qwen3-Next, Granite-4 hybrids; transformers 5 names Mamba layers linear_attention), short convolutions
+(LFM)."""
+
+
+def _recurrent_layers(dims: dict) -> int:
+    types = dims.get("layer_types")
+    if not isinstance(types, (list, tuple)):
+        return 0
+    return sum(any(kind in str(t) for kind in RECURRENT_LAYER_TYPES) for t in types)
 
 
 def _windows(dims: dict, layers: int) -> tuple[int | None, int]:

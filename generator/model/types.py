@@ -60,6 +60,10 @@ class ModelSpec:
     expert_layers: int | None = None
     """Decoder layers holding routed experts where fewer than all do (DeepSeek's first dense layers, Llama-4's
     interleaving); None: every layer of an MoE."""
+    recurrent_layers: int = 0
+    """Decoder layers without softmax attention (Mamba, other linear attention, short convolutions: the config's
+    layer_types). The estimator prices every layer as an attention layer and no recurrent scan, and the plan says so
+    (plan.reasons.recurrent_reason)."""
     qk_norm: bool = False
     """The attention normalises q and k (RMSNorm modules q_norm and k_norm in the decoder layer: Qwen3, OLMo-2,
     Gemma-3), read from the built model for architectures outside the llama family; what those norms keep for

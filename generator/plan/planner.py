@@ -115,6 +115,7 @@ def make_plan(
     why += reasons.host_bound_reason(chosen.estimate, chosen.option.workload, model)
     why += moe_reasons.nf4_experts_reason(model, chosen.option.workload)
     why += moe_reasons.dense_experts_reason(model)
+    why += reasons.recurrent_reason(model)
     why += reasons.config_only_reason(model)
     why += compile_reasons(request, chosen, rows)
     why += [r for r in lora_targets_for(request, model)[1:] if r]

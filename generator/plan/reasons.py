@@ -277,3 +277,15 @@ def config_only_reason(model: ModelSpec) -> list[str]:
         f"launch line: --model {model.name} is a config file only (no weights or tokenizer), so the command names "
         f"{CHECKPOINT_PLACEHOLDER}; put the checkpoint's directory or hub id there"
     ]
+
+
+def recurrent_reason(model: ModelSpec) -> list[str]:
+    """One line for a hybrid model (ModelSpec.recurrent_layers): its time and memory are priced as if every layer
+    were an attention layer, which they are not."""
+    if not model.recurrent_layers:
+        return []
+    return [
+        f"hybrid layers: {model.recurrent_layers} of {model.num_layers} decoder layers are Mamba, linear attention "
+        "or convolution (the config's layer_types); the estimate prices softmax attention in every layer and no "
+        "recurrent scan, so its time and memory for this model are rough"
+    ]
