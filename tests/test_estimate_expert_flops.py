@@ -4,12 +4,12 @@ forward and backward, is counted (mm, addmm, bmm and the experts' _grouped_mm, w
 is taught here). Attention's score products run inside SDPA and are priced apart, so they are not in either count.
 
 The cases are the layouts a config's dimensions alone misprice: a shared expert beside the routed ones and a dense
-first layer (Qwen2-MoE), shared experts and dense first layers (GLM-4.5), MoE layers interleaved with dense ones and
-experts run densely over every token (Llama-4), Mamba layers between attention ones and experts every other layer
-(Jamba), fused qkv and gate_up projections (Phi-3), plain routed MoEs (OLMoE, Qwen3-MoE) and the closed-form families
-(Mistral, Mixtral). Before the decoder's Linears were read from the built
-model (ModelSpec.layer_linears) and Llama-4's dense experts were known (estimate.moe.DENSE_EXPERTS), the estimate was
-28% short here on Qwen2-MoE, 16% on GLM-4.5 and 40% on Llama-4.
+first layer (Qwen2-MoE), shared experts and dense first layers (GLM-4.5), MLA's low-rank projections with shared
+experts and a dense first layer (DeepSeek-V3), MoE layers interleaved with dense ones and experts run densely over
+every token (Llama-4), Mamba layers between attention ones and experts every other layer (Jamba), fused qkv and
+gate_up projections (Phi-3), plain routed MoEs (OLMoE, Qwen3-MoE) and the closed-form families (Mistral, Mixtral).
+Before the decoder's Linears were read from the built model (ModelSpec.layer_linears) and Llama-4's dense experts were
+known (estimate.moe.DENSE_EXPERTS), the estimate was 28% short here on Qwen2-MoE, 16% on GLM-4.5 and 40% on Llama-4.
 """
 
 from __future__ import annotations
@@ -47,10 +47,17 @@ CASES = {
     "jamba": {"num_hidden_layers": 4, "intermediate_size": 96, "attn_layer_period": 2, "attn_layer_offset": 1,
               "expert_layer_period": 2, "expert_layer_offset": 1, "num_experts": 4, "num_experts_per_tok": 2,
               "mamba_d_state": 8, "mamba_expand": 2, "mamba_dt_rank": 8, "use_mamba_kernels": False},
+    "deepseek_v3": {"intermediate_size": 96, "moe_intermediate_size": 32, "n_routed_experts": 8,
+                    "num_experts_per_tok": 2, "n_shared_experts": 1, "first_k_dense_replace": 1, "kv_lora_rank": 16,
+                    "q_lora_rank": 24, "qk_rope_head_dim": 8, "qk_nope_head_dim": 16, "v_head_dim": 16,
+                    "head_dim": 8, "num_key_value_heads": 4, "n_group": 2, "topk_group": 1},
 }  # fmt: skip
-SCAN_BMM = {"jamba"}
-"""Mamba layers: the selective scan's reference path runs a bmm that is no Linear's GEMM (the scan is not priced as
-one), and the conv1d's weight is 3-D without being an expert (model.meta.is_expert_tensor)."""
+OTHER_BMM = {
+    "jamba": "the selective scan's reference path (the scan is not priced as a GEMM); its conv1d weight is 3-D "
+    "without being an expert (model.meta.is_expert_tensor)",
+    "deepseek_v3": "SDPA's math path for MLA's unequal query and value head widths: attention, priced apart",
+}
+"""Cases whose bmm are not a Linear's GEMM, so the count leaves bmm out."""
 
 
 def _grouped_mm_flops(a_shape, b_shape, *args, out_shape=None, **kwargs) -> int:
@@ -84,7 +91,7 @@ def test_gemm_flops_are_what_transformers_executes(tmp_path: Path, model_type):
     (tmp_path / "config.json").write_text(json.dumps(config))
     spec = load_model(str(tmp_path))
     fwd, bwd = gemm_flops(spec, Workload(seq_len=SEQ, micro_batch=1, method="full"))
-    assert fwd + bwd == executed_matmul_flops(config, bmm=model_type not in SCAN_BMM)
+    assert fwd + bwd == executed_matmul_flops(config, bmm=model_type not in OTHER_BMM)
 
 
 def test_the_plan_says_dense_experts_and_refuses_train_pys_qlora_for_them(tmp_path: Path, capsys):
