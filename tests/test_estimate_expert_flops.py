@@ -132,3 +132,18 @@ def test_a_hybrid_model_is_said_to_be_priced_roughly(tmp_path: Path, capsys):
         said[model_type] = [r for r in json.loads(capsys.readouterr().out)["reasons"] if r.startswith("hybrid")]
     assert said["qwen3_moe"] == []
     assert len(said["jamba"]) == 1 and said["jamba"][0].startswith("hybrid layers: 2 of 4 decoder layers")
+
+
+def test_mla_attention_is_priced_at_its_query_and_value_widths(tmp_path: Path):
+    """DeepSeek's multi-head latent attention multiplies queries and keys qk_nope + qk_rope wide (24 here) and values
+    v_head_dim wide (16), where the config's head_dim is the rotary part (8). On the CPU, SDPA's math path runs the
+    scores as bmm over the whole square, so the counted bmm FLOPs are the estimator's at every key of the sequence."""
+    from generator.estimate.attention import attention_flops_per_token
+
+    config = {**BASE, **CASES["deepseek_v3"], "model_type": "deepseek_v3"}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    spec = load_model(str(tmp_path))
+    workload = Workload(seq_len=SEQ, micro_batch=1, method="full")
+    priced = attention_flops_per_token(spec, workload, keys=lambda group, w: float(SEQ)) * SEQ
+    scores = executed_matmul_flops(config) - executed_matmul_flops(config, bmm=False)
+    assert priced == scores

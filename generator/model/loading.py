@@ -98,7 +98,7 @@ def _spec_by_meta(config: dict, name: str) -> ModelSpec:
         num_layers=layers,
         num_heads=heads,
         num_kv_heads=int(dims.get("num_key_value_heads") or heads),
-        head_dim=int(dims.get("head_dim") or h // heads),
+        head_dim=_attention_head_width(dims, h // heads),
         intermediate_size=int(
             next((dims[k] for k in EXPERT_WIDTH_KEYS if experts and dims.get(k)), 0)
             or _expert_width(experts_total, experts, h, counts.expert_blocks)
@@ -125,6 +125,17 @@ def _spec_by_meta(config: dict, name: str) -> ModelSpec:
         recurrent_layers=_recurrent_layers(dims),
         expert_layers=counts.expert_blocks if experts and 0 < counts.expert_blocks < layers else None,
     )
+
+
+def _attention_head_width(dims: dict, default: int) -> int:
+    """The per-head width attention's score products run at. Multi-head latent attention (DeepSeek-V2/V3, Kimi)
+    multiplies queries and keys qk_nope + qk_rope wide and values v_head_dim wide, where the config's head_dim is the
+    rotary part alone (64 against 192 and 128 in DeepSeek-V3): the mean of the two widths prices QK^T and AV together
+    exactly (tests/test_estimate_expert_flops.py)."""
+    nope, rope, v = (dims.get(k) for k in ("qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"))
+    if nope and rope and v:
+        return (int(nope) + int(rope) + int(v)) // 2
+    return int(dims.get("head_dim") or default)
 
 
 def _expert_width(params: int, experts: int, hidden: int, layers: int) -> int:

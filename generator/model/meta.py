@@ -18,7 +18,7 @@ DIM_KEYS = (
     "hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim", "intermediate_size",
     "vocab_size", "max_position_embeddings", "tie_word_embeddings", "num_local_experts", "num_experts",
     "n_routed_experts", "moe_num_experts", "num_experts_per_tok", "num_experts_per_token", "moe_topk",
-    "moe_intermediate_size", "sliding_window",
+    "moe_intermediate_size", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "sliding_window",
     "use_sliding_window", "layer_types",
 )  # fmt: skip
 """The language model's dimensions, read through transformers' config object: its attribute_map resolves each family's
