@@ -46,7 +46,7 @@ def plan_one(model_type: str, workdir: Path) -> tuple[str, str]:
     errors = [line for line in err.getvalue().splitlines() if line.startswith("error:")]
     if code == 0:
         return "plan", json.loads(out.getvalue())["strategy"]
-    line = errors[0] if errors else err.getvalue().strip()[-200:]
+    line = (errors[0] if errors else err.getvalue().strip()[-200:]).replace(str(directory), model_type)
     return ("too-large" if "does not fit" in line else "refused"), line[:300]
 
 
