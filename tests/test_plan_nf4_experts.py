@@ -10,7 +10,7 @@ import pytest
 
 from bench.calibration import load_files, load_rows, predict
 from generator.cli import main
-from generator.plan.moe_reasons import NF4_EXPERTS_LAUNCH_BOUND
+from generator.plan.model_reasons import NF4_EXPERTS_LAUNCH_BOUND
 
 SOURCE = "h200-x1-families-mixtral-sorted-2026-12-04.json"
 

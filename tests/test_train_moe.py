@@ -295,7 +295,7 @@ def test_an_out_of_memory_while_loading_reaches_train_pys_one_line(monkeypatch):
 def test_qlora_refuses_experts_that_run_densely_in_one_line(bnb):
     """Llama-4's experts take the hidden states alone and run every expert over every token; train.py's per-expert
     NF4 module is called as routed experts are, so the load refuses them in one line (plan refuses first:
-    generator/plan/moe_reasons.qlora_problem) instead of a TypeError at the first step."""
+    generator.plan.model_reasons.qlora_problem) instead of a TypeError at the first step."""
     from generator.errors import UserError
 
     cfg = transformers.AutoConfig.for_model(

@@ -63,7 +63,7 @@ class ModelSpec:
     recurrent_layers: int = 0
     """Decoder layers without softmax attention (Mamba, other linear attention, short convolutions: the config's
     layer_types). The estimator prices every layer as an attention layer and no recurrent scan, and the plan says so
-    (plan.reasons.recurrent_reason)."""
+    (plan.model_reasons.recurrent_reason)."""
     qk_norm: bool = False
     """The attention normalises q and k (RMSNorm modules q_norm and k_norm in the decoder layer: Qwen3, OLMo-2,
     Gemma-3), read from the built model for architectures outside the llama family; what those norms keep for

@@ -27,7 +27,7 @@ from generator.estimate.hardware import unknown_gpu_warning
 from generator.estimate.scripts import planned_load_dtype, script_facts
 from generator.estimate.types import STRATEGIES, Placement, Workload
 from generator.model.types import ModelSpec
-from generator.plan import advice, moe_reasons, parallel, reasons
+from generator.plan import advice, model_reasons, parallel, reasons
 from generator.plan.bandwidth_file import MeasuredBandwidth
 from generator.plan.batch import batch_options
 from generator.plan.candidates import free_gpus, gpu_choices, placement_for
@@ -67,7 +67,7 @@ def make_plan(
 ) -> Plan:
     engines = engines or default_engines()
     check_request(request)
-    problem = moe_reasons.qlora_problem(model, request)
+    problem = model_reasons.qlora_problem(model, request)
     if problem:
         raise UserError(problem)
     inter, inter_reason, inter_warning = inter_node_gbps(
@@ -113,10 +113,7 @@ def make_plan(
     why += kernel_reasons(request, chosen, same, model) + liger_gain(model, request, chosen, engines)
     why += precision_reasons(model, request, chosen, engines)
     why += reasons.host_bound_reason(chosen.estimate, chosen.option.workload, model)
-    why += moe_reasons.nf4_experts_reason(model, chosen.option.workload)
-    why += moe_reasons.dense_experts_reason(model)
-    why += reasons.recurrent_reason(model)
-    why += reasons.config_only_reason(model)
+    why += model_reasons.model_caveats(model, chosen.option.workload)
     why += compile_reasons(request, chosen, rows)
     why += [r for r in lora_targets_for(request, model)[1:] if r]
     why += [why_parallel] if why_parallel and not forced else []

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from generator.catalog import strategies as catalog
 from generator.estimate.types import Estimate, Workload
-from generator.model.presets import CHECKPOINT_PLACEHOLDER, checkpoint_name
 from generator.model.types import ModelSpec
 from generator.plan.policy import OFFLOAD, TIE_TOLERANCE, TIE_WHY, tie_rank
 from generator.plan.rows import Row
@@ -265,27 +264,4 @@ def host_bound_reason(e: Estimate, workload: Workload, model: ModelSpec) -> list
         f"host-bound: issuing the kernels takes the CPU {e.host_s:.2f} s a step against {e.gpu_work_s:.2f} s of GPU "
         f"work, so this machine's CPU sets the step ({HOST_SPREAD}); longer sequences or a larger micro-batch give "
         f"the GPU more per kernel{compiled}, and {probe} on the training machine measures its own host{own}"
-    ]
-
-
-def config_only_reason(model: ModelSpec) -> list[str]:
-    """One line where --model was a config file alone: the plan is sized from it, but the launch line needs the
-    checkpoint itself, so it names a placeholder."""
-    if checkpoint_name(model.name) is not None:
-        return []
-    return [
-        f"launch line: --model {model.name} is a config file only (no weights or tokenizer), so the command names "
-        f"{CHECKPOINT_PLACEHOLDER}; put the checkpoint's directory or hub id there"
-    ]
-
-
-def recurrent_reason(model: ModelSpec) -> list[str]:
-    """One line for a hybrid model (ModelSpec.recurrent_layers): its time and memory are priced as if every layer
-    were an attention layer, which they are not."""
-    if not model.recurrent_layers:
-        return []
-    return [
-        f"hybrid layers: {model.recurrent_layers} of {model.num_layers} decoder layers are Mamba, linear attention "
-        "or convolution (the config's layer_types); the estimate prices softmax attention in every layer and no "
-        "recurrent scan, so its time and memory for this model are rough"
     ]

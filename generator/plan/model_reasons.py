@@ -1,11 +1,13 @@
-"""The plan's lines about how a mixture of experts will really run: where the experts' implementation, not the
-routed FLOPs, sets the cost (experts run densely), and where the host can set the pace (train.py's 4-bit experts at
-short micro-steps)."""
+"""The plan's lines about how this model will really run that its numbers alone do not show: where an MoE's experts'
+implementation, not the routed FLOPs, sets the cost (experts run densely), where the host can set the pace (train.py's
+4-bit experts at short micro-steps), a hybrid's recurrent layers priced as attention, and a config file named without
+its checkpoint."""
 
 from __future__ import annotations
 
 from generator.estimate.moe import DENSE_EXPERTS
 from generator.estimate.types import Workload
+from generator.model.presets import CHECKPOINT_PLACEHOLDER, checkpoint_name
 from generator.model.types import ModelSpec
 from generator.plan.types import PlanRequest
 
@@ -56,4 +58,37 @@ def nf4_experts_reason(model: ModelSpec, workload: Workload) -> list[str]:
         f"ahead of the GPU; at {slow:,} tokens a micro-step one H200 ran {measured:,} tokens/s where "
         f"{predicted:,} was predicted ({100 * (measured / predicted - 1):+.0f}%), at {fine:,} within 2%: at "
         f"{tokens:,} expect up to that shortfall, or raise the micro-batch"
+    ]
+
+
+def model_caveats(model: ModelSpec, workload: Workload) -> list[str]:
+    """Every line of this module that applies to `model` under `workload`, in the plan's order."""
+    return [
+        *nf4_experts_reason(model, workload),
+        *dense_experts_reason(model),
+        *recurrent_reason(model),
+        *config_only_reason(model),
+    ]
+
+
+def config_only_reason(model: ModelSpec) -> list[str]:
+    """One line where --model was a config file alone: the plan is sized from it, but the launch line needs the
+    checkpoint itself, so it names a placeholder."""
+    if checkpoint_name(model.name) is not None:
+        return []
+    return [
+        f"launch line: --model {model.name} is a config file only (no weights or tokenizer), so the command names "
+        f"{CHECKPOINT_PLACEHOLDER}; put the checkpoint's directory or hub id there"
+    ]
+
+
+def recurrent_reason(model: ModelSpec) -> list[str]:
+    """One line for a hybrid model (ModelSpec.recurrent_layers): its time and memory are priced as if every layer
+    were an attention layer, which they are not."""
+    if not model.recurrent_layers:
+        return []
+    return [
+        f"hybrid layers: {model.recurrent_layers} of {model.num_layers} decoder layers are Mamba, linear attention "
+        "or convolution (the config's layer_types); the estimate prices softmax attention in every layer and no "
+        "recurrent scan, so its time and memory for this model are rough"
     ]
