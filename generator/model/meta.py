@@ -149,8 +149,9 @@ def _decoder_block(model, layers=None) -> tuple[str | None, tuple[str, ...] | No
     ]  # fmt: skip
     stacks = [m for m in decoder.modules() if type(m).__name__ == "ModuleList" and len(m) == layers]
     uniform = max(blocks, key=len) if blocks else None
-    stack = uniform if uniform is not None and (len(uniform) == layers or not stacks) else (stacks or [None])[0]
-    every, experts = _linears(stack) if stack is not None else ((), 0)
+    # the block list itself, unless it is not `layers` long and a list of mixed blocks is
+    stack = stacks[0] if stacks and (uniform is None or len(uniform) != layers) else uniform
+    every, experts = _linears(stack or ())
     if uniform is None:
         return None, None, False, every, experts
     block = uniform[0]
