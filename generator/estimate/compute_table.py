@@ -91,10 +91,15 @@ def _num(x) -> float:
     return float(x)
 
 
+MAX_COUNT = 2**31
+"""Above any real GEMM dimension, token or expert count; bounding them keeps a product of three in float range."""
+
+
 def _count(x, low: int = 1) -> int:
-    """A shape or count: a whole number (an integral float too, as JSON may write one) of at least `low`."""
-    if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) or x != int(x) or x < low:
-        raise ValueError(f"not a whole number of at least {low}: {x!r}")
+    """A shape or count: a whole number (an integral float too, as JSON may write one) from `low` to MAX_COUNT."""
+    bad = isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) or x != int(x)
+    if bad or not low <= x <= MAX_COUNT:
+        raise ValueError(f"not a whole number from {low} to 2**31: {x!r}")
     return int(x)
 
 
