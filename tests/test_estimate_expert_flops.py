@@ -6,8 +6,11 @@ is taught here). Attention's score products run inside SDPA and are priced apart
 The cases are the layouts a config's dimensions alone misprice: a shared expert beside the routed ones and a dense
 first layer (Qwen2-MoE), shared experts and dense first layers (GLM-4.5), MLA's low-rank projections with shared
 experts and a dense first layer (DeepSeek-V3), MoE layers interleaved with dense ones and experts run densely over
-every token (Llama-4), Mamba layers between attention ones and experts every other layer (Jamba), fused qkv and
-gate_up projections (Phi-3), plain routed MoEs (OLMoE, Qwen3-MoE) and the closed-form families (Mistral, Mixtral).
+every token (Llama-4), Mamba layers between attention ones and experts every other layer (Jamba), experts without a
+gate (Nemotron-H: up and down only; priced as gated before ModelSpec.experts_layout was read, 1.5x its experts'
+FLOPs), fused qkv and gate_up projections (Phi-3), Linear subclasses (Falcon's FalconLinear) and transformers'
+Conv1D (GPT-2, whose weights are stored transposed: 12% over before it was read), plain routed MoEs (OLMoE,
+Qwen3-MoE) and the closed-form families (Mistral, Mixtral).
 Before the decoder's Linears were read from the built model (ModelSpec.layer_linears) and Llama-4's dense experts were
 known (estimate.moe.DENSE_EXPERTS), the estimate was 28% short here on Qwen2-MoE, 16% on GLM-4.5 and 40% on Llama-4.
 """
@@ -22,6 +25,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+from bench.scripts.flop_audit import grouped_mm_flops  # noqa: E402
 from generator.estimate.operators import gemm_flops  # noqa: E402
 from generator.estimate.types import Workload  # noqa: E402
 from generator.model import load_model  # noqa: E402
@@ -34,6 +38,8 @@ CASES = {
     "mistral": {"intermediate_size": 96},
     "mixtral": {"intermediate_size": 32, "num_local_experts": 4, "num_experts_per_tok": 2},
     "phi3": {"intermediate_size": 96},
+    "falcon": {"new_decoder_architecture": True, "num_kv_heads": 2, "bias": False},
+    "gpt2": {"num_key_value_heads": 4},
     "olmoe": {"intermediate_size": 32, "num_experts": 8, "num_experts_per_tok": 2},
     "qwen3_moe": {"intermediate_size": 96, "moe_intermediate_size": 32, "num_experts": 8, "num_experts_per_tok": 2,
                   "head_dim": 16},
@@ -47,6 +53,10 @@ CASES = {
     "jamba": {"num_hidden_layers": 4, "intermediate_size": 96, "attn_layer_period": 2, "attn_layer_offset": 1,
               "expert_layer_period": 2, "expert_layer_offset": 1, "num_experts": 4, "num_experts_per_tok": 2,
               "mamba_d_state": 8, "mamba_expand": 2, "mamba_dt_rank": 8, "use_mamba_kernels": False},
+    "nemotron_h": {"num_hidden_layers": 4, "intermediate_size": 96, "n_routed_experts": 4, "num_experts_per_tok": 2,
+                   "moe_intermediate_size": 32, "moe_shared_expert_intermediate_size": 48, "head_dim": 16,
+                   "mamba_num_heads": 8, "mamba_head_dim": 16, "ssm_state_size": 16, "n_groups": 2,
+                   "use_mamba_kernels": False},
     "deepseek_v3": {"intermediate_size": 96, "moe_intermediate_size": 32, "n_routed_experts": 8,
                     "num_experts_per_tok": 2, "n_shared_experts": 1, "first_k_dense_replace": 1, "kv_lora_rank": 16,
                     "q_lora_rank": 24, "qk_rope_head_dim": 8, "qk_nope_head_dim": 16, "v_head_dim": 16,
@@ -56,16 +66,10 @@ OTHER_BMM = {
     "jamba": "the selective scan's reference path (the scan is not priced as a GEMM); its conv1d weight is 3-D "
     "without being an expert (model.meta.is_expert_tensor)",
     "deepseek_v3": "SDPA's math path for MLA's unequal query and value head widths: attention, priced apart",
+    "nemotron_h": "the Mamba-2 layer's chunked scan in PyTorch (not priced as a GEMM)",
+    "gpt2": "SDPA's math path on the CPU under GPT-2's attention dropout (0.1): attention, priced apart",
 }
 """Cases whose bmm are not a Linear's GEMM, so the count leaves bmm out."""
-
-
-def _grouped_mm_flops(a_shape, b_shape, *args, out_shape=None, **kwargs) -> int:
-    """aten._grouped_mm: 2-D rows against 3-D per-group weights (forward, input gradient), or 2-D against 2-D
-    grouped along the rows into a 3-D result (weight gradient); either way 2 x rows x in x out in all."""
-    if len(b_shape) == 3:
-        return 2 * a_shape[0] * a_shape[1] * b_shape[-1]
-    return 2 * a_shape[0] * a_shape[1] * b_shape[1]
 
 
 def executed_matmul_flops(config: dict, bmm: bool = True) -> int:
@@ -77,7 +81,7 @@ def executed_matmul_flops(config: dict, bmm: bool = True) -> int:
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(cfg).float()
     ids = torch.randint(3, BASE["vocab_size"], (1, SEQ))
-    counter = FlopCounterMode(display=False, custom_mapping={torch.ops.aten._grouped_mm: _grouped_mm_flops})
+    counter = FlopCounterMode(display=False, custom_mapping={torch.ops.aten._grouped_mm: grouped_mm_flops})
     with counter:
         model(input_ids=ids, labels=ids).loss.backward()
     counts = counter.get_flop_counts()["Global"]
@@ -92,6 +96,29 @@ def test_gemm_flops_are_what_transformers_executes(tmp_path: Path, model_type):
     spec = load_model(str(tmp_path))
     fwd, bwd = gemm_flops(spec, Workload(seq_len=SEQ, micro_batch=1, method="full"))
     assert fwd + bwd == executed_matmul_flops(config, bmm=model_type not in OTHER_BMM)
+
+
+def test_gemm_modules_are_what_peft_and_torchao_take(tmp_path: Path):
+    """peft's all-linear adapts every nn.Linear subclass and transformers' Conv1D; torchao's float8 conversion
+    (train.py's filter) takes nn.Linear only. Falcon's FalconLinear layers are LoRA targets (they were missing from the
+    names a --lora-targets error lists) and run in float8; GPT-2's Conv1D layers are LoRA targets and stay bf16."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from generator.estimate.operators import linears
+
+    fp8 = Workload(seq_len=SEQ, micro_batch=1, method="full", precision="fp8")
+    for model_type in ("falcon", "gpt2"):
+        config = {**BASE, **CASES[model_type], "model_type": model_type}
+        (tmp_path / model_type).mkdir()
+        (tmp_path / model_type / "config.json").write_text(json.dumps(config))
+        spec = load_model(str(tmp_path / model_type))
+        cfg = AutoConfig.for_model(model_type, **{k: v for k, v in config.items() if k != "model_type"})
+        peft_model = get_peft_model(AutoModelForCausalLM.from_config(cfg), LoraConfig(target_modules="all-linear"))
+        adapted = {name.rsplit(".", 1)[-1] for name, m in peft_model.named_modules() if hasattr(m, "lora_A")}
+        assert set(spec.linear_names) == adapted, model_type
+        in_float8 = {lin.name.rsplit(".", 1)[-1] for lin in linears(spec, fp8) if lin.fp8}
+        assert in_float8 == (adapted if model_type == "falcon" else set()), model_type
 
 
 def test_the_plan_says_dense_experts_and_refuses_train_pys_qlora_for_them(tmp_path: Path, capsys):
@@ -115,13 +142,38 @@ def test_the_plan_says_dense_experts_and_refuses_train_pys_qlora_for_them(tmp_pa
     assert not (tmp_path / "b.yaml").exists()
 
 
+@pytest.mark.parametrize("model_type", ["nemotron_h", "mixtral"])
+def test_train_pys_qlora_is_refused_for_an_experts_layout_it_does_not_quantise(tmp_path: Path, capsys, model_type):
+    """Nemotron-H's experts have no gate (transformers' layout flag has_gate=False): train.py's per-expert NF4 layer
+    refuses it at load (training/moe.py, from the same flags of the built model), so the plan refuses QLoRA under
+    train.py first, in one line naming the flag; LoRA plans, and so does Mixtral's QLoRA (the default layout)."""
+    from generator.cli import main
+
+    (tmp_path / "config.json").write_text(json.dumps({**BASE, **CASES[model_type], "model_type": model_type}))
+    assert load_model(str(tmp_path)).experts_layout == (("has_gate",) if model_type == "nemotron_h" else ())
+    base = ["plan", "--model", str(tmp_path), "--machine", "h200-sxm-2", "--num-gpus", "1", "--seq-len", "128",
+            "--force"]  # fmt: skip
+    assert main([*base, "--method", "lora", "--output", str(tmp_path / "a.yaml")]) == 0
+    code = main([*base, "--method", "qlora", "--output", str(tmp_path / "b.yaml")])
+    err = capsys.readouterr().err
+    if model_type == "mixtral":
+        assert code == 0
+        return
+    assert code == 2 and not (tmp_path / "b.yaml").exists()
+    assert err.strip().splitlines()[-1] == (
+        "error: --method qlora with train.py: nemotron_h's experts layout (has_gate=False) is not one train.py "
+        "quantises per expert; use --method lora"
+    )
+
+
 def test_a_hybrid_model_is_said_to_be_priced_roughly(tmp_path: Path, capsys):
     """Jamba's Mamba layers (the config's layer_types) have no softmax attention and a recurrent scan the estimator
-    does not price: the plan says how many layers that is; a model with attention in every layer gets no such line."""
+    does not price, nor do Nemotron-H's MoE and MLP blocks: the plan says how many layers that is; a model with
+    attention in every layer gets no such line."""
     from generator.cli import main
 
     said = {}
-    for model_type in ("jamba", "qwen3_moe"):
+    for model_type in ("jamba", "qwen3_moe", "nemotron_h"):
         (tmp_path / model_type).mkdir()
         config = {**BASE, **CASES[model_type], "model_type": model_type}
         (tmp_path / model_type / "config.json").write_text(json.dumps(config))
@@ -132,6 +184,8 @@ def test_a_hybrid_model_is_said_to_be_priced_roughly(tmp_path: Path, capsys):
         said[model_type] = [r for r in json.loads(capsys.readouterr().out)["reasons"] if r.startswith("hybrid")]
     assert said["qwen3_moe"] == []
     assert len(said["jamba"]) == 1 and said["jamba"][0].startswith("hybrid layers: 2 of 4 decoder layers")
+    # Nemotron-H's blocks hold one mixer each: Mamba, MoE, attention, MLP; only one of the four attends
+    assert said["nemotron_h"][0].startswith("hybrid layers: 3 of 4 decoder layers have no softmax attention")
 
 
 def test_mla_attention_is_priced_at_its_query_and_value_widths(tmp_path: Path):

@@ -5,14 +5,12 @@ adapter copies, frozen norms, SDPA's repeated k/v under a mask) to behaviour rat
 
 from __future__ import annotations
 
-import weakref
-from collections import Counter
-
 import pytest
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("peft")
 
+from bench.scripts.saved_audit import saved_bytes_per_layer as counted_per_layer  # noqa: E402
 from generator.estimate import Workload  # noqa: E402
 from generator.estimate.activations import DROPOUT_MASK_BYTES, activation_terms  # noqa: E402
 from generator.model import spec_from_config  # noqa: E402
@@ -25,54 +23,9 @@ TINY = dict(vocab_size=1000, hidden_size=256, num_hidden_layers=LAYERS, num_atte
 """The counted models' shared widths (each test's config adds its MLP width, window or experts)."""
 
 
-class _Box:
-    """What the graph holds instead of the tensor, so the count forgets a storage when its last holder is freed."""
-
-    __slots__ = ("t", "__weakref__")
-
-
 def saved_bytes_per_layer(model, inputs: dict, keep_weight_shapes: bool = False) -> list[int]:
-    """Bytes of unique storages each decoder layer's modules saved for backward and still hold after the loss,
-    leaving out parameters and autocast's bf16 copies of them (the estimator counts weights elsewhere), unless
-    `keep_weight_shapes`: then a tensor shaped like its module's weight counts too (peft's folded expert stacks)."""
-    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
-    stack, owner, holders = ["<root>"], {}, Counter()
-    weight_shapes: dict[str, set] = {}
-    for name, mod in model.named_modules():
-        weight_shapes[name] = {s for p in mod.parameters(recurse=False) for s in (p.shape, p.shape[::-1])}
-        mod.register_forward_pre_hook(lambda m, a, name=name: stack.append(name))  # append returns None
-        mod.register_forward_hook(lambda m, a, o: stack.__delitem__(-1))  # returns None: the output stays
-
-    def release(key):
-        holders[key] -= 1
-        if not holders[key]:
-            del owner[key]
-
-    def pack(t):
-        storage = t.untyped_storage()
-        key = storage.data_ptr()
-        weight_like = not keep_weight_shapes and tuple(t.shape[::-1]) in weight_shapes.get(stack[-1], ())
-        if key not in params and not weight_like:
-            owner.setdefault(key, (stack[-1], storage.nbytes()))
-            holders[key] += 1
-        box = _Box()
-        box.t = t
-        if key in owner:
-            weakref.finalize(box, release, key)
-        return box
-
-    with (
-        torch.autograd.graph.saved_tensors_hooks(pack, lambda box: box.t),
-        torch.autocast("cpu", dtype=torch.bfloat16),
-    ):
-        loss = model(**inputs).loss
-    per_layer = [0] * LAYERS
-    for name, nbytes in owner.values():
-        parts = name.split(".layers.")
-        if len(parts) == 2:
-            per_layer[int(parts[1].split(".")[0])] += nbytes
-    del loss
-    return per_layer
+    """bench/scripts/saved_audit.saved_bytes_per_layer over LAYERS layers under bf16 autocast."""
+    return counted_per_layer(model, inputs, LAYERS, keep_weight_shapes, autocast=torch.bfloat16)
 
 
 def tiny(method: str, load_dtype: str, window: int | None, targets=TARGETS, dropout: float = 0.0):

@@ -182,7 +182,7 @@ def test_train_py_adapts_every_linear_layer_of_a_fused_projection_architecture(t
 
     d = _tiny_dir(tmp_path, "phi3")
     argv = ["plan", "--model", str(d), "--machine", "h200-sxm-2", "--num-gpus", "1", "--method", "lora",
-            "--precision", "bf16", "--json", "--output", str(tmp_path / "p.yaml")]  # fmt: skip
+            "--precision", "bf16", "--seq-len", "512", "--json", "--output", str(tmp_path / "p.yaml")]  # fmt: skip
     assert main(argv) == 0
     words = json.loads(capsys.readouterr().out)["launch_command"].split()
     assert words[words.index("--lora-targets") + 1] == "all-linear"

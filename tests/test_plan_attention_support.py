@@ -90,7 +90,7 @@ def test_trl_line_names_the_kernel_the_architecture_has(capsys, configs):
 
 
 def test_no_flex_architecture_is_never_planned_with_flex(capsys, configs):
-    d = _plan(capsys, configs["olmoe"], "--seq-len", "32768", "--doc-tokens", "500")  # where flex would win
+    d = _plan(capsys, configs["olmoe"], "--seq-len", "8192", "--doc-tokens", "500")  # where flex would win
     assert "flex_attention" not in d["launch_command"]
     assert any(r.startswith("attention: SDPA: olmoe has no flex_attention") for r in d["reasons"])
 

@@ -155,10 +155,10 @@ def test_sizes_of_one_keep_the_plan_data_parallel():
 
 
 def test_cp_is_refused_for_sliding_window_models():
-    plan, error = _outcome("hgx-h200-8", "mistral-7b", method="lora", seq_len=65536)
+    plan, error = _outcome("hgx-h200-8", "mistral-7b", method="lora", seq_len=32768)
     assert plan is None or plan.parallel is None or plan.parallel.layout.cp == 1
     with pytest.raises(UserError, match="window"):
-        _plan("hgx-h200-8", "mistral-7b", method="lora", seq_len=65536, cp_size=2)
+        _plan("hgx-h200-8", "mistral-7b", method="lora", seq_len=32768, cp_size=2)
 
 
 def test_a_measured_group_bandwidth_is_used_for_that_group():

@@ -305,3 +305,18 @@ def test_qlora_refuses_experts_that_run_densely_in_one_line(bnb):
     )  # fmt: skip
     with pytest.raises(UserError, match="Llama4TextExperts runs every expert over every token"):
         _quantised(0, cfg)
+
+
+def test_qlora_refuses_an_experts_layout_it_does_not_quantise_with_the_plans_words(bnb):
+    """Nemotron-H's ungated experts (has_gate=False): the load's refusal names the same flag as the plan's
+    (model.meta.odd_layout, one reading of transformers' layout flags for both)."""
+    from generator.errors import UserError
+
+    cfg = transformers.AutoConfig.for_model(
+        "nemotron_h", hidden_size=64, num_attention_heads=4, num_key_value_heads=2, head_dim=16, vocab_size=256,
+        intermediate_size=96, n_routed_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
+        moe_shared_expert_intermediate_size=48, mamba_num_heads=8, mamba_head_dim=16, ssm_state_size=16, n_groups=2,
+        use_mamba_kernels=False, layers_block_type=["moe", "full_attention"],
+    )  # fmt: skip
+    with pytest.raises(UserError, match=r"NemotronHExperts's experts layout \(has_gate=False\) is not one train.py"):
+        _quantised(0, cfg)

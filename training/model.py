@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from generator.errors import UserError
 from generator.model.hub import hub_offline_reason
+from generator.model.types import positions_limit
 from training.args import DEFAULT_LORA_TARGETS
 from training.errors import first_line
 
@@ -29,7 +30,7 @@ def load_config_and_tokenizer(args):
         except Exception as exc:
             raise UserError(f"cannot load model {args.model!r}: {first_line(exc)}") from None
     max_len = getattr(config, "max_position_embeddings", None)
-    if max_len and args.seq_len > max_len:
+    if positions_limit(max_len) and args.seq_len > max_len:  # XLNet's -1: no limit
         raise UserError(f"--seq-len {args.seq_len} is above {args.model!r}'s max_position_embeddings {max_len}")
     try:
         try:

@@ -24,7 +24,7 @@ import inspect
 import torch  # this module is imported only once a model is being built (training/model.py, training/qlora.py)
 
 from generator.errors import UserError
-from generator.model.meta import is_expert_tensor
+from generator.model.meta import EXPERTS_LAYOUT, is_expert_tensor, odd_layout
 
 
 def expert_modules(model) -> list:
@@ -106,8 +106,7 @@ def quantise_experts(root, quantization_config, device) -> int:
 
 
 def _check_layout(module) -> None:
-    default = dict(is_transposed=False, has_bias=False, has_gate=True, is_concatenated=True, has_post_expert_norm=False)
-    odd = [k for k, v in default.items() if getattr(module, k, v) != v]
+    odd = [f"{flag}={not EXPERTS_LAYOUT[flag]}" for flag in odd_layout(module)]
     if len(inspect.signature(module.forward).parameters) < 3:  # Nf4Experts is called as transformers' routed experts
         raise UserError(
             f"--method qlora: {type(module).__name__} runs every expert over every token (its forward takes the "

@@ -28,7 +28,9 @@ def register(subparsers, verb: str, help_text: str) -> argparse.ArgumentParser:
     add_topology_args(p)
     w = p.add_argument_group("workload")
     w.add_argument("--method", choices=("full", "lora", "qlora"), default="full", help="Fine-tuning method.")
-    w.add_argument("--seq-len", type=int, default=4096, help="Tokens per sequence (default 4096).")
+    w.add_argument(
+        "--seq-len", type=int, help="Tokens per sequence (default 4096, or the model's positions where it has fewer)."
+    )
     w.add_argument(
         "--micro-batch", type=int, help="Sequences per GPU per step (default: largest of 8,4,2,1 that fits)."
     )
@@ -150,6 +152,7 @@ def run(args) -> int:
     from generator.model import load_model
     from generator.plan.engines import default_engines
     from generator.plan.planner import make_plan
+    from generator.plan.types import PlanRequest
     from generator.topology import require_known_memory, topology_from_args
     from generator.ui.installed import installed_fields
     from generator.ui.plan_view import plan_to_dict, print_plan
@@ -157,7 +160,10 @@ def run(args) -> int:
 
     topology = topology_from_args(args)
     require_known_memory(topology)
-    model, request = load_model(args.model), request_from_args(args)
+    model = load_model(args.model)
+    if args.seq_len is None:  # GPT-2's 1,024 positions: its longest, not a length it cannot run
+        args.seq_len = min(PlanRequest.seq_len, model.max_seq_len or PlanRequest.seq_len)
+    request = request_from_args(args)
     request = replace(request, **installed_fields())
     if args.trial:
         return trial.run_trial(args, topology, model, request, bandwidth, args.output or DEFAULT_CONFIG)

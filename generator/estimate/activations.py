@@ -32,6 +32,7 @@ from generator.estimate.moe import (
     moe_saved_bytes_per_token,
     shared_mlp,
 )
+from generator.estimate.norms import norms_delta_per_token
 from generator.estimate.scripts import liger_fused_loss, liger_kernels, script_facts
 from generator.estimate.states import LORA_TARGETS, adapted_input_width, adapted_targets, linear_dims, qlora_kept_bytes
 from generator.estimate.types import Workload
@@ -221,6 +222,7 @@ def _layer_bytes(model: ModelSpec, workload: Workload, r: float, liger: bool) ->
     compiled = workload.layers_compiled
     shapes = liger or compiled
     per_token = layer_saved_bytes_per_token(model, r, shapes, path, workload.method, compiled)
+    per_token += norms_delta_per_token(model, workload.method == "full", shapes, r)  # the model's own norms
     if workload.method in ("lora", "qlora"):
         per_token += lora_saved_delta_per_token(
             model, r, workload.lora_r, shapes, path, compiled, workload.lora_targets, workload.lora_dropout,

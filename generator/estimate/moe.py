@@ -81,9 +81,26 @@ def expert_layer_count(model: ModelSpec) -> int:
     return model.expert_layers or model.num_layers
 
 
+def gated_experts(model: ModelSpec) -> bool:
+    """Each expert is gate and up -> SwiGLU -> down (transformers' default layout), not up -> activation -> down
+    (ModelSpec.experts_layout "has_gate": Nemotron-H's squared ReLU)."""
+    return "has_gate" not in model.experts_layout
+
+
+def expert_matrices(model: ModelSpec) -> int:
+    """Weight matrices per expert: gate, up and down; up and down without a gate."""
+    return 3 if gated_experts(model) else 2
+
+
 def expert_params(model: ModelSpec) -> int:
-    """Parameters in all experts of all layers (gate, up and down per expert; no biases in the llama-family MoEs)."""
-    return expert_layer_count(model) * model.num_experts * 3 * model.hidden_size * model.intermediate_size
+    """Parameters in all experts of all layers (expert_matrices per expert; no biases in the llama-family MoEs)."""
+    return (
+        expert_layer_count(model)
+        * model.num_experts
+        * expert_matrices(model)
+        * model.hidden_size
+        * model.intermediate_size
+    )
 
 
 def mlp_element_bytes(method: str, residual: int = 4) -> int:
@@ -104,7 +121,9 @@ def moe_saved_bytes_per_token(model: ModelSpec, method: str, residual: int = 4, 
     tests/test_estimate_compiled_saved.py)."""
     h, f, k = model.hidden_size, model.intermediate_size, expert_rows(model)
     e = mlp_element_bytes(method, residual)
-    kept = 2 * f + (0 if compiled else f) + h  # gate/up output, activation output, down output
+    # gated: gate/up output, activation output, down output; ungated: the activation's input (squared ReLU keeps its
+    # ReLU output), down output
+    kept = 2 * f + (0 if compiled else f) + h if gated_experts(model) else f + h
     if method == "full":
         kept += h + f  # the grouped GEMMs' inputs, for the experts' weight gradients
     if method == "qlora":

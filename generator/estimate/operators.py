@@ -15,7 +15,7 @@ Each Linear runs forward x @ W^T (m=tokens, k=in, n=out), the input gradient dY 
 its weight trains, the weight gradient dY^T @ X (out, tokens, in). Float8 (torchao, train.py's filter in
 training/precision.py): every decoder Linear whose dims divide by 16 runs its GEMMs in float8, not lm_head, not the
 LoRA adapters, not the router when its width does not divide by 16, and not the MoE experts (they are parameters
-of one module, not nn.Linear, so torchao never converts them).
+of one module, not nn.Linear, so torchao never converts them), nor GPT-2's Conv1D (ModelSpec.not_linear).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from generator.estimate.moe import expert_layer_count, expert_rows
+from generator.estimate.moe import expert_layer_count, expert_matrices, expert_rows
 from generator.estimate.states import adapted_targets
 from generator.estimate.types import Workload
 from generator.model.types import ModelSpec
@@ -81,7 +81,9 @@ def linears(model: ModelSpec, workload: Workload) -> list[Linear]:
     if not model.num_experts:
         dims.update({"gate": (h, i), "up": (h, i), "down": (i, h)})
     if model.layer_linears:
-        out = [Linear(n, a, b, c, full, _aligned(a, b)) for n, a, b, c in model.layer_linears]
+        out = [
+            Linear(n, a, b, c, full, _aligned(a, b) and n not in model.not_linear) for n, a, b, c in model.layer_linears
+        ]
     else:
         out = [Linear(n, a, b, layers, full, _aligned(a, b)) for n, (a, b) in dims.items()]
     e = model.num_experts
@@ -103,7 +105,7 @@ def _lm_head_width(model: ModelSpec, decoder: list[Linear]) -> int:
     matmul_params_active leaves beside the decoder's GEMMs."""
     layer = sum(lin.k_in * lin.n_out * lin.count for lin in decoder)
     if model.num_experts:
-        routed = 3 * model.hidden_size * model.intermediate_size * max(model.experts_per_token, 1)
+        routed = expert_matrices(model) * model.hidden_size * model.intermediate_size * max(model.experts_per_token, 1)
         layer += routed * expert_layer_count(model)
     rest = (model.matmul_params_active - layer) // model.hidden_size
     return max(1, min(model.vocab_size, rest))
@@ -115,7 +117,8 @@ def experts(model: ModelSpec, workload: Workload) -> list[Experts]:
         return []
     h, i, e, k = model.hidden_size, model.intermediate_size, model.num_experts, expert_rows(model)
     full, n = workload.method == "full", expert_layer_count(model)
-    return [Experts("gate_up", h, 2 * i, e, k, n, full), Experts("down", i, h, e, k, n, full)]
+    up = (expert_matrices(model) - 1) * i  # gate and up side by side, or up alone
+    return [Experts("gate_up", h, up, e, k, n, full), Experts("down", i, h, e, k, n, full)]
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from generator.estimate.moe import expert_rows, shared_mlp
+from generator.estimate.moe import expert_rows, gated_experts, shared_mlp
 from generator.estimate.scripts import liger_fused_loss, liger_kernels
 from generator.estimate.states import adapted_input_width, qlora_kept_bytes
 from generator.estimate.types import Workload
@@ -73,17 +73,23 @@ def _eager(model: ModelSpec) -> float:
     k = expert_rows(model)
     moe = 10.0 * h * k if model.num_experts else 0.0
     head_norms = 36.0 * (q + kv) if model.qk_norm else 0.0  # RMSNorm's chain over q and k (ModelSpec.qk_norm)
-    swiglu = 10.0 * (model.intermediate_size * k + shared_mlp(model)[0])  # a shared expert's SwiGLU beside the routed
-    return 2 * 36.0 * h + 2 * 6.0 * h + 18.0 * (q + kv) + 4.0 * q + swiglu + moe + head_norms
+    return 2 * 36.0 * h + 2 * 6.0 * h + 18.0 * (q + kv) + 4.0 * q + _mlp_act(model, False) + moe + head_norms
 
 
 def _fused(model: ModelSpec, swiglu_fused: bool) -> float:
     h, q, kv = model.hidden_size, model.num_heads * model.head_dim, model.num_kv_heads * model.head_dim
     k = expert_rows(model)
     moe = 10.0 * h * k if model.num_experts else 0.0
-    swiglu = (6.0 if swiglu_fused else 10.0) * (model.intermediate_size * k + shared_mlp(model)[0])
     head_norms = 4.0 * (q + kv) if model.qk_norm else 0.0
-    return 2 * 4.0 * h + 4.0 * (q + kv) + 4.0 * q + swiglu + moe + head_norms
+    return 2 * 4.0 * h + 4.0 * (q + kv) + 4.0 * q + _mlp_act(model, swiglu_fused) + moe + head_norms
+
+
+def _mlp_act(model: ModelSpec, fused: bool) -> float:
+    """Bytes per token of the MLP's activation: SwiGLU over the intermediate width (10 bytes an element eager, 6
+    fused) per routed expert, and a shared expert's beside them; an ungated expert's squared ReLU (relu r2 w2, square
+    r2 w2: 8; one fused pass: 4)."""
+    per = (6.0 if fused else 10.0) if gated_experts(model) else (4.0 if fused else 8.0)
+    return per * model.intermediate_size * expert_rows(model) + (6.0 if fused else 10.0) * shared_mlp(model)[0]
 
 
 def pass_bytes(model: ModelSpec, workload: Workload) -> PassBytes:

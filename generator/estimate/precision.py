@@ -51,28 +51,31 @@ def _aligned(*dims: int) -> bool:
     return all(d % 16 == 0 for d in dims)
 
 
-def _layer_linears(model: ModelSpec) -> list[tuple[int, int]]:
-    """(in, out) features of one decoder layer's Linears that torchao converts (both divisible by 16). MoE experts are
-    not among them: transformers 5 holds them as parameters of one module, not nn.Linear, so torchao leaves them bf16
-    (issue 26); the router's width (the expert count) does not divide by 16."""
+def _float8_linears(model: ModelSpec) -> list[tuple[int, int, int]]:
+    """(in, out, instances) of the decoder Linears torchao converts (both dims divisible by 16): a meta-sized model's
+    own (ModelSpec.layer_linears, less its Conv1D: not nn.Linear), else the config's projections in every layer. MoE
+    experts are not among them: transformers 5 holds them as parameters of one module, not nn.Linear, so torchao
+    leaves them bf16 (issue 26); the router's width (the expert count) does not divide by 16."""
+    if model.layer_linears:
+        return [(a, b, c) for n, a, b, c in model.layer_linears if _aligned(a, b) and n not in model.not_linear]
     h, q, kv = model.hidden_size, model.num_heads * model.head_dim, model.num_kv_heads * model.head_dim
     i = model.intermediate_size
     dims = [(h, q), (h, kv), (h, kv), (q, h)] + ([] if model.num_experts else [(h, i), (h, i), (i, h)])
-    return [d for d in dims if _aligned(*d)]
+    return [(a, b, model.num_layers) for a, b in dims if _aligned(a, b)]
 
 
 def fp8_matmul_params(model: ModelSpec) -> int:
     """Active matmul parameters that run in float8: the decoder Linears (lm_head stays bf16, as accelerate's and
     torchao's filters leave it; so does the first Linear accelerate skips, under one layer's q_proj: ignored)."""
-    return model.num_layers * sum(a * b for a, b in _layer_linears(model))
+    return sum(a * b * c for a, b, c in _float8_linears(model))
 
 
 def fp8_weight_params(model: ModelSpec) -> int:
     """Stored parameters of the float8 Linears, for the float8 all-gather (MoE experts stay bf16)."""
-    return model.num_layers * sum(a * b for a, b in _layer_linears(model))
+    return fp8_matmul_params(model)
 
 
 def transient_fp8_bytes(model: ModelSpec) -> float:
     """Float8 copies alive at once: one Linear's fp8 weight and its transpose (the largest), freed after its GEMM.
     Saved activations stay bf16 (torchao saves the high-precision tensors), so no activation term changes."""
-    return 2.0 * max((a * b for a, b in _layer_linears(model)), default=0)
+    return 2.0 * max((a * b for a, b, _ in _float8_linears(model)), default=0)

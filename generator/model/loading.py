@@ -9,7 +9,7 @@ from generator.errors import UserError
 from generator.model.hub import hub_offline_reason
 from generator.model.presets import HUB_IDS, PRESETS, preset_config
 from generator.model.sizing import KNOWN_FAMILIES, spec_from_config
-from generator.model.types import ModelSpec
+from generator.model.types import ModelSpec, positions_limit
 
 
 def _read_config_file(path: Path) -> dict:
@@ -101,13 +101,15 @@ def _spec_by_meta(config: dict, name: str) -> ModelSpec:
         head_dim=_attention_head_width(dims, h // heads),
         intermediate_size=int(
             next((dims[k] for k in EXPERT_WIDTH_KEYS if experts and dims.get(k)), 0)
-            or _expert_width(experts_total, experts, h, counts.expert_blocks)
+            or _expert_width(
+                experts_total, experts, h, counts.expert_blocks, 2 if "has_gate" in counts.experts_layout else 3
+            )
             or dims.get("intermediate_size")
             or 4 * h
         ),
         vocab_size=vocab,
         tie_embeddings=tie,
-        max_seq_len=int(dims.get("max_position_embeddings") or 4096),
+        max_seq_len=positions_limit(dims.get("max_position_embeddings")),
         decoder_layer_cls=layer_cls,
         params_total=total,
         params_per_layer=per_layer,
@@ -122,6 +124,10 @@ def _spec_by_meta(config: dict, name: str) -> ModelSpec:
         partial_window=(windowed, window) if 0 < windowed < layers else None,
         qk_norm=qk_norm,
         layer_linears=counts.linears,
+        not_linear=counts.not_linear,
+        position_table=counts.position_table,
+        experts_layout=counts.experts_layout,
+        norms=counts.norms,
         recurrent_layers=_recurrent_layers(dims),
         expert_layers=counts.expert_blocks if experts and 0 < counts.expert_blocks < layers else None,
     )
@@ -138,11 +144,11 @@ def _attention_head_width(dims: dict, default: int) -> int:
     return int(dims.get("head_dim") or default)
 
 
-def _expert_width(params: int, experts: int, hidden: int, layers: int) -> int:
-    """One expert's width from the fused expert tensors' size (gate, up and down: 3 x hidden x width per expert and
-    layer), where the config names no expert width (Aria's experts are its intermediate_size); 0 where that does not
-    divide out."""
-    per_expert = 3 * hidden * experts * layers
+def _expert_width(params: int, experts: int, hidden: int, layers: int, matrices: int = 3) -> int:
+    """One expert's width from the fused expert tensors' size (gate, up and down, or up and down without a gate:
+    `matrices` x hidden x width per expert and layer), where the config names no expert width (Aria's experts are its
+    intermediate_size); 0 where that does not divide out."""
+    per_expert = matrices * hidden * experts * layers
     return params // per_expert if experts and layers and params % per_expert == 0 else 0
 
 
@@ -150,13 +156,18 @@ RECURRENT_LAYER_TYPES = ("linear_attention", "conv", "mamba", "recurrent")
 """Kinds in a config's layer_types for a decoder layer without softmax attention: Mamba and other linear attention
 (Jamba, Qwen3-Next, Granite-4 hybrids; transformers 5 names Mamba layers linear_attention), short convolutions
 (LFM)."""
+MLP_ONLY_LAYER_TYPES = ("mlp", "moe")
+"""Kinds for a block that is an MLP or a mixture of experts alone, with no attention of any kind (Nemotron-H, whose
+decoder blocks each hold one mixer)."""
 
 
 def _recurrent_layers(dims: dict) -> int:
+    """Decoder layers without softmax attention (ModelSpec.recurrent_layers)."""
     types = dims.get("layer_types")
     if not isinstance(types, (list, tuple)):
         return 0
-    return sum(any(kind in str(t) for kind in RECURRENT_LAYER_TYPES) for t in types)
+    recurrent = sum(any(kind in str(t) for kind in RECURRENT_LAYER_TYPES) for t in types)
+    return recurrent + sum(str(t) in MLP_ONLY_LAYER_TYPES for t in types)
 
 
 def _windows(dims: dict, layers: int) -> tuple[int | None, int]:

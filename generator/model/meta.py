@@ -4,6 +4,7 @@ know. Imports transformers lazily, so it is never on the planning path for known
 from __future__ import annotations
 
 import contextlib
+import copy
 import logging
 from typing import NamedTuple
 
@@ -13,6 +14,14 @@ QUIET_LOGGERS = ("torchao", "torch.utils._pytree")
 """Loggers silenced below ERROR while the model is built: transformers imports torchao where it is installed, and on
 the planning path torchao's import notes (its CUDA kernels not loading on a machine without them; a deprecation torch
 logs for torchao's enums) say nothing about the plan. train.py, which uses torchao, still shows them."""
+
+EXPERTS_LAYOUT = {
+    "is_transposed": False, "has_bias": False, "has_gate": True, "is_concatenated": True, "has_post_expert_norm": False,
+}  # fmt: skip
+"""transformers' default layout of an MoE layer's fused experts (integrations/moe.py use_experts_implementation):
+gate and up concatenated in one [experts, 2F, h] tensor, down [experts, h, F], no biases, no norm after each expert.
+Six model types of transformers 5.25 declare another (GPT-OSS: transposed, with biases; Nemotron-H: no gate, an up
+projection only). train.py's per-expert NF4 quantisation takes this layout only (training/moe.py)."""
 
 DIM_KEYS = (
     "hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim", "intermediate_size",
@@ -42,15 +51,25 @@ class MetaCounts(NamedTuple):
     """Class name of the language model's repeated decoder block (what FSDP wraps), found in the built model: a
     multimodal checkpoint's architecture name says nothing of it."""
     linear_names: tuple[str, ...] | None
-    """Names of the nn.Linear modules in one decoder block (q_proj, qkv_proj, c_attn ...): what peft's
-    target_modules can match there."""
+    """Names of the GEMM modules in one decoder block (q_proj, qkv_proj, c_attn ...; _gemm_features): what peft's
+    target_modules and its all-linear match there."""
     qk_norm: bool = False
     """The block has modules named q_norm and k_norm (ModelSpec.qk_norm)."""
     linears: tuple[tuple[str, int, int, int], ...] = ()
-    """Every nn.Linear of the decoder blocks: (name within its block, in, out, blocks that have it) (ModelSpec.
+    """Every GEMM module of the decoder blocks: (name within its block, in, out, blocks that have it) (ModelSpec.
     layer_linears)."""
     expert_blocks: int = 0
     """Decoder blocks holding fused expert tensors (ModelSpec.expert_layers)."""
+    experts_layout: tuple[str, ...] = ()
+    """The experts' layout flags that differ from EXPERTS_LAYOUT (ModelSpec.experts_layout)."""
+    norms: tuple[tuple[str, int, float, float], ...] = ()
+    """The decoder block's norms, counted on the CPU (ModelSpec.norms)."""
+    position_table: bool = False
+    """The decoder looks absolute positions up in a table of max_position_embeddings rows (GPT-2's wpe, OPT's
+    embed_positions; ModelSpec.position_table)."""
+    not_linear: tuple[str, ...] = ()
+    """Names within their block of the GEMM modules in `linears` that are not nn.Linear (transformers' Conv1D in
+    GPT-2 and OpenAI-GPT): peft adapts them, torchao's float8 conversion leaves them bf16 (ModelSpec.not_linear)."""
 
 
 def _dim(config, key: str):
@@ -117,8 +136,81 @@ def meta_counts(config_dict: dict, name: str = "the model") -> MetaCounts:
     if dims["tie_word_embeddings"] is None:
         dims["tie_word_embeddings"] = getattr(config, "tie_word_embeddings", False)
     experts = sum(p.numel() for p in params if is_expert_tensor(p.shape))
-    block = _decoder_block(model, dims.get("num_hidden_layers"))
-    return MetaCounts(sum(p.numel() for p in params), experts, attentions, dims, *block)
+    cls_name, names, qk_norm, linears, expert_blocks, not_linear = _decoder_block(model, dims.get("num_hidden_layers"))
+    return MetaCounts(
+        sum(p.numel() for p in params), experts, attentions, dims, cls_name, names, qk_norm, linears, expert_blocks,
+        _experts_layout(model), _norms(model, cls_name),
+        _position_table(model, dims.get("max_position_embeddings")), not_linear,
+    )  # fmt: skip
+
+
+def _norms(model, cls_name: str | None) -> tuple[tuple[str, int, float, float], ...]:
+    """(leaf name, width, bytes per element saved with a trained weight, with a frozen one) of each norm module of
+    one decoder block of class `cls_name` (a class named ...Norm), each run once on the CPU on a small bf16 input as
+    its class computes it: what it keeps for backward, counted once per storage, parameters left out. Empty where
+    there is no uniform block or a norm cannot run alone."""
+    import torch
+
+    decoder = model.get_decoder() if hasattr(model, "get_decoder") else model
+    block = next((m for m in decoder.modules() if type(m).__name__ == cls_name), None) if cls_name else None
+    out = []
+    for name, norm in block.named_modules() if block is not None else ():
+        if not type(norm).__name__.endswith("Norm") or getattr(norm, "weight", None) is None:
+            continue  # a weightless norm (Llama-4's q/k L2 norm) names no width: left to the formula
+        width = int(norm.weight.shape[-1])
+        try:
+            cpu = copy.deepcopy(norm).to_empty(device="cpu").to(torch.bfloat16)
+            torch.nn.init.ones_(cpu.weight)
+            bytes_per = [_saved_per_element(cpu, width, trained) for trained in (True, False)]
+        except Exception:  # a norm that needs more than its input (a mask, a second tensor): not counted
+            return ()
+        out.append((name.rsplit(".", 1)[-1], width, *bytes_per))
+    return tuple(out)
+
+
+def _saved_per_element(norm, width: int, trained: bool) -> float:
+    import torch
+
+    norm.requires_grad_(trained)
+    params = {p.untyped_storage().data_ptr() for p in norm.parameters()}
+    kept: dict[int, int] = {}
+
+    def pack(t):
+        storage = t.untyped_storage()
+        if storage.data_ptr() not in params:
+            kept[storage.data_ptr()] = storage.nbytes()
+        return t
+
+    x = torch.randn(2, 8, width, dtype=torch.bfloat16, requires_grad=True)
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        y = norm(x)
+    del y
+    return sum(kept.values()) / x.numel()
+
+
+def odd_layout(experts) -> list[str]:
+    """The layout flags of one fused-experts module that differ from EXPERTS_LAYOUT (an undecorated module reads as
+    the default)."""
+    return [flag for flag, default in EXPERTS_LAYOUT.items() if getattr(experts, flag, default) != default]
+
+
+def _experts_layout(model) -> tuple[str, ...]:
+    """The non-default layout flags of the model's fused-experts modules (those holding expert tensors)."""
+    odd: set[str] = set()
+    for m in model.modules():
+        if any(is_expert_tensor(p.shape) for p in m.parameters(recurse=False)):
+            odd.update(odd_layout(m))
+    return tuple(sorted(odd))
+
+
+def _position_table(model, positions) -> bool:
+    """Whether the language model holds an embedding table of `positions` rows (or two more: OPT and BioGPT offset
+    theirs by 2) beside its token embeddings: learned or sinusoidal absolute positions, looked up by index."""
+    if not isinstance(positions, int) or positions <= 0:
+        return False
+    decoder = model.get_decoder() if hasattr(model, "get_decoder") else model
+    tokens = model.get_input_embeddings()
+    return any(m is not tokens and 0 <= getattr(m, "num_embeddings", -1) - positions <= 2 for m in decoder.modules())
 
 
 @contextlib.contextmanager
@@ -134,14 +226,15 @@ def _quiet(names: tuple[str, ...]):
             lg.setLevel(level)
 
 
-def _decoder_block(model, layers=None) -> tuple[str | None, tuple[str, ...] | None, bool, tuple, int]:
-    """(class name, Linear module names, whether q and k are normalised, every Linear of all the blocks with how
-    many blocks have it, the blocks holding fused experts) of the longest ModuleList of one class inside the language
-    model (get_decoder: the text decoder of a multimodal model, whose vision tower has a block list of its own).
-    Blocks of one class can differ inside: DeepSeek's first layers and Llama-4's interleaved ones have a dense MLP
-    where the others have experts and a shared expert. The Linears are read from the list of `layers` blocks where it
-    holds blocks of several classes (Jamba's and Zamba's attention and Mamba layers), and any nn.Linear subclass
-    counts (Falcon's FalconLinear)."""
+def _decoder_block(model, layers=None) -> tuple[str | None, tuple[str, ...] | None, bool, tuple, int, tuple]:
+    """(class name, GEMM module names, whether q and k are normalised, every GEMM module of all the blocks with how
+    many blocks have it, the blocks holding fused experts, those GEMM modules that are not nn.Linear) of the longest
+    ModuleList of one class inside the language model (get_decoder: the text decoder of a multimodal model, whose
+    vision tower has a block list of its own). Blocks of one class can differ inside: DeepSeek's first layers and
+    Llama-4's interleaved ones have a dense MLP where the others have experts and a shared expert. The GEMM modules
+    are read from the list of `layers` blocks where it holds blocks of several classes (Jamba's and Zamba's attention
+    and Mamba layers); a GEMM module is any nn.Linear subclass (Falcon's FalconLinear) or transformers' Conv1D
+    (GPT-2), as for peft's all-linear."""
     decoder = model.get_decoder() if hasattr(model, "get_decoder") else model
     blocks = [
         m for m in decoder.modules()
@@ -151,26 +244,41 @@ def _decoder_block(model, layers=None) -> tuple[str | None, tuple[str, ...] | No
     uniform = max(blocks, key=len) if blocks else None
     # the block list itself, unless it is not `layers` long and a list of mixed blocks is
     stack = stacks[0] if stacks and (uniform is None or len(uniform) != layers) else uniform
-    every, experts = _linears(stack or ())
+    every, experts, not_linear = _linears(stack or ())
     if uniform is None:
-        return None, None, False, every, experts
+        return None, None, False, every, experts, not_linear
     block = uniform[0]
-    linears = {name.rsplit(".", 1)[-1] for name, m in block.named_modules() if type(m).__name__ == "Linear"}
+    linears = {name.rsplit(".", 1)[-1] for name, m in block.named_modules() if _gemm_features(m)}
     leaves = {name.rsplit(".", 1)[-1] for name, _ in block.named_modules()}
-    return type(block).__name__, tuple(sorted(linears)), {"q_norm", "k_norm"} <= leaves, every, experts
+    qk_norm = {"q_norm", "k_norm"} <= leaves
+    return type(block).__name__, tuple(sorted(linears)), qk_norm, every, experts, not_linear
 
 
-def _linears(stack) -> tuple[tuple, int]:
-    """(every nn.Linear of the blocks as (name within its block, in, out, blocks having it), blocks holding fused
-    expert tensors)."""
+def _linears(stack) -> tuple[tuple, int, tuple[str, ...]]:
+    """(every GEMM module of the blocks as (name within its block, in, out, blocks having it), blocks holding fused
+    expert tensors, the names of those GEMM modules that are not nn.Linear)."""
     shapes: dict[tuple[str, int, int], int] = {}
+    not_linear: set[str] = set()
     for b in stack:
         for name, m in b.named_modules():
-            if _is_linear(m):
-                key = (name, int(m.in_features), int(m.out_features))
-                shapes[key] = shapes.get(key, 0) + 1
+            features = _gemm_features(m)
+            if features:
+                shapes[(name, *features)] = shapes.get((name, *features), 0) + 1
+                if not _is_linear(m):
+                    not_linear.add(name)
     experts = sum(any(is_expert_tensor(p.shape) for p in b.parameters()) for b in stack)
-    return tuple(sorted((*key, count) for key, count in shapes.items())), experts
+    return tuple(sorted((*key, count) for key, count in shapes.items())), experts, tuple(sorted(not_linear))
+
+
+def _gemm_features(module) -> tuple[int, int] | None:
+    """(in, out) features of a module whose forward is one GEMM over its weight, as peft's all-linear finds them: an
+    nn.Linear (or subclass), or transformers' Conv1D (GPT-2, OpenAI-GPT: weight stored [in, out], addmm); None for
+    anything else."""
+    if _is_linear(module):
+        return int(module.in_features), int(module.out_features)
+    if type(module).__name__ == "Conv1D" and type(module).__module__ == "transformers.pytorch_utils":
+        return int(module.nx), int(module.nf)
+    return None
 
 
 def _is_linear(module) -> bool:

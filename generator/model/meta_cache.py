@@ -62,6 +62,10 @@ def _from_json(d: dict) -> MetaCounts:
         qk_norm=bool(d.get("qk_norm", False)),
         linears=tuple(tuple(x) for x in d.get("linears", ())),
         expert_blocks=int(d.get("expert_blocks", 0)),
+        experts_layout=tuple(d.get("experts_layout", ())),
+        norms=tuple(tuple(x) for x in d.get("norms", ())),
+        position_table=bool(d.get("position_table", False)),
+        not_linear=tuple(d.get("not_linear", ())),
     )
 
 

@@ -7,7 +7,7 @@ final norm, lm_head (absent when tied). No transformers import: this is on the p
 from __future__ import annotations
 
 from generator.errors import UserError
-from generator.model.types import ModelSpec
+from generator.model.types import ModelSpec, positions_limit
 
 # model_type -> decoder layer class FSDP wraps (transformers naming).
 DECODER_LAYER_CLS = {
@@ -91,7 +91,7 @@ def spec_from_config(config: dict, name: str) -> ModelSpec:
         intermediate_size=inter,
         vocab_size=vocab,
         tie_embeddings=tie,
-        max_seq_len=int(config.get("max_position_embeddings") or 4096),
+        max_seq_len=positions_limit(config.get("max_position_embeddings")),
         decoder_layer_cls=DECODER_LAYER_CLS[model_type],
         params_total=total,
         params_per_layer=per_layer,

@@ -20,8 +20,9 @@ class ModelSpec:
     intermediate_size: int
     vocab_size: int
     tie_embeddings: bool
-    max_seq_len: int
-    """max_position_embeddings."""
+    max_seq_len: int | None
+    """max_position_embeddings; None where the config names no positive one (ALiBi models, XLNet's -1): no limit
+    known."""
     decoder_layer_cls: str
     """Class name FSDP wraps, e.g. "MistralDecoderLayer"."""
     params_total: int
@@ -57,14 +58,35 @@ class ModelSpec:
     family: shared experts, dense MLPs among MoE layers, MLA's low-rank projections, fused qkv. The estimator prices
     the decoder's dense GEMMs from it (estimate.operators.linears). Empty for the closed-form families, whose
     projections follow from the config."""
+    experts_layout: tuple[str, ...] = ()
+    """Flags of transformers' experts layout in which this MoE differs from the default (model.meta.EXPERTS_LAYOUT):
+    "has_gate" where each expert is up -> activation -> down with no gate (Nemotron-H), "has_bias" and
+    "is_transposed" (GPT-OSS). The estimator prices an ungated expert's two matrices; train.py's QLoRA takes the
+    default layout only."""
+    norms: tuple[tuple[str, int, float, float], ...] = ()
+    """The decoder block's norm modules as (leaf name, width, bytes per element kept for backward with the weight
+    trained, with it frozen), each counted on the CPU on a bf16 input (model.meta._norms); () for the closed-form
+    families, whose layer is the formula's (estimate.norms)."""
+    position_table: bool = False
+    """Absolute positions are rows of a table max_seq_len long (GPT-2, OPT, GPT-BigCode, GPT-Neo, BioGPT): a longer
+    sequence indexes past it and the first step fails, where rotary and ALiBi models only extrapolate."""
+    not_linear: tuple[str, ...] = ()
+    """Names (as in layer_linears) of the decoder's GEMM modules that are not nn.Linear: transformers' Conv1D in GPT-2
+    and OpenAI-GPT. peft adapts them like Linears; torchao's float8 conversion (train.py's filter) leaves them bf16."""
     expert_layers: int | None = None
     """Decoder layers holding routed experts where fewer than all do (DeepSeek's first dense layers, Llama-4's
     interleaving); None: every layer of an MoE."""
     recurrent_layers: int = 0
-    """Decoder layers without softmax attention (Mamba, other linear attention, short convolutions: the config's
-    layer_types). The estimator prices every layer as an attention layer and no recurrent scan, and the plan says so
-    (plan.model_reasons.recurrent_reason)."""
+    """Decoder layers without softmax attention (Mamba, other linear attention, short convolutions, a block holding an
+    MLP alone: the config's layer_types). The estimator prices every layer as an attention layer and no recurrent
+    scan, and the plan says so (plan.model_reasons.recurrent_reason)."""
     qk_norm: bool = False
     """The attention normalises q and k (RMSNorm modules q_norm and k_norm in the decoder layer: Qwen3, OLMo-2,
     Gemma-3), read from the built model for architectures outside the llama family; what those norms keep for
     backward and the passes they run are priced (estimate.activations, estimate.passes)."""
+
+
+def positions_limit(value) -> int | None:
+    """A config's max_position_embeddings as a limit: a positive whole number, else None (absent, or XLNet's -1 for
+    none)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None

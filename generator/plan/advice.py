@@ -44,7 +44,8 @@ def nothing_fits(model, request, options: list[Option], rows: list[Row], engines
     if wl.load_dtype == "fp32":
         tries.append(("--load-dtype bf16", replace(wl, load_dtype="bf16"), p, allowed))
     # Never suggest a length the model has no positions for: start at its limit when the request is beyond it.
-    seq = model.max_seq_len if request.seq_len > model.max_seq_len else request.seq_len // 2
+    limit = model.max_seq_len
+    seq = limit if limit and request.seq_len > limit else request.seq_len // 2
     while seq >= MIN_SEQ_LEN:
         tries.append((f"--seq-len {seq}", replace(wl, seq_len=seq), p, allowed))
         seq //= 2

@@ -7,21 +7,52 @@ from __future__ import annotations
 
 from generator.estimate.moe import DENSE_EXPERTS
 from generator.estimate.types import Workload
+from generator.model.meta import EXPERTS_LAYOUT
 from generator.model.presets import CHECKPOINT_PLACEHOLDER, checkpoint_name
 from generator.model.types import ModelSpec
 from generator.plan.types import PlanRequest
 
 
-def qlora_problem(model: ModelSpec, request: PlanRequest) -> str | None:
-    """train.py quantises an MoE's experts per expert for QLoRA and calls them as transformers' routed experts; dense
-    experts (DENSE_EXPERTS) are called with the hidden states alone, so train.py refuses them at load
-    (training/moe.py _check_layout): say so before any config is written."""
-    if request.method != "qlora" or request.script != "train.py" or model.model_type not in DENSE_EXPERTS:
+def model_problem(model: ModelSpec, request: PlanRequest) -> str | None:
+    """What keeps this model from running the request at all, as one line (None: nothing)."""
+    return positions_problem(model, request) or qlora_problem(model, request)
+
+
+def positions_problem(model: ModelSpec, request: PlanRequest) -> str | None:
+    """A sequence longer than the model's positions, where it cannot run: a position table (ModelSpec.position_table)
+    is indexed past at the first step (an IndexError on the CPU, a device-side assert on a GPU), and train.py refuses
+    any such length at load (training/model.py). Rotary and ALiBi models under other scripts only extrapolate: the
+    plan warns (planner.plan_warnings)."""
+    limit = model.max_seq_len
+    if not limit or request.seq_len <= limit or not (model.position_table or request.script == "train.py"):
         return None
-    return (
-        f"--method qlora with train.py: {model.model_type}'s experts run densely over every token, not the routed "
-        "dispatch train.py quantises per expert; use --method lora"
+    why = (
+        f"{model.model_type} looks its positions up in a table of {model.max_seq_len} rows, so a longer sequence "
+        "fails at the first step"
+        if model.position_table
+        else f"train.py refuses a sequence above the model's max_position_embeddings ({model.max_seq_len})"
     )
+    return f"--seq-len {request.seq_len}: {why}; use --seq-len {model.max_seq_len} or less"
+
+
+def qlora_problem(model: ModelSpec, request: PlanRequest) -> str | None:
+    """train.py quantises an MoE's experts per expert for QLoRA, from transformers' default layout, and calls them as
+    routed experts; it refuses at load (training/moe.py _check_layout) dense experts (DENSE_EXPERTS: called with the
+    hidden states alone) and any other layout (ModelSpec.experts_layout): say so before any config is written."""
+    if request.method != "qlora" or request.script != "train.py" or not model.num_experts:
+        return None
+    if model.model_type in DENSE_EXPERTS:
+        return (
+            f"--method qlora with train.py: {model.model_type}'s experts run densely over every token, not the routed "
+            "dispatch train.py quantises per expert; use --method lora"
+        )
+    if model.experts_layout:
+        flags = ", ".join(f"{f}={not EXPERTS_LAYOUT[f]}" for f in model.experts_layout)
+        return (
+            f"--method qlora with train.py: {model.model_type}'s experts layout ({flags}) is not one train.py "
+            "quantises per expert; use --method lora"
+        )
+    return None
 
 
 def dense_experts_reason(model: ModelSpec) -> list[str]:
@@ -88,7 +119,7 @@ def recurrent_reason(model: ModelSpec) -> list[str]:
     if not model.recurrent_layers:
         return []
     return [
-        f"hybrid layers: {model.recurrent_layers} of {model.num_layers} decoder layers are Mamba, linear attention "
-        "or convolution (the config's layer_types); the estimate prices softmax attention in every layer and no "
-        "recurrent scan, so its time and memory for this model are rough"
+        f"hybrid layers: {model.recurrent_layers} of {model.num_layers} decoder layers have no softmax attention "
+        "(Mamba, linear attention, convolution, or an MLP alone: the config's layer_types); the estimate prices "
+        "softmax attention in every layer and no recurrent scan, so its time and memory for this model are rough"
     ]

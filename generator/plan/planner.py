@@ -67,7 +67,7 @@ def make_plan(
 ) -> Plan:
     engines = engines or default_engines()
     check_request(request)
-    problem = model_reasons.qlora_problem(model, request)
+    problem = model_reasons.model_problem(model, request)
     if problem:
         raise UserError(problem)
     inter, inter_reason, inter_warning = inter_node_gbps(
@@ -210,7 +210,7 @@ def plan_warnings(topology, model, request, chosen: Row, forced: bool, inter_war
     if forced:
         warnings.append(reasons.forced_warning(chosen.estimate))
     warnings += [n for n in chosen.estimate.notes if n.startswith(SPEED_NOTE_PREFIX)]  # rates scaled, not measured
-    if request.seq_len > model.max_seq_len:
+    if model.max_seq_len and request.seq_len > model.max_seq_len:
         warnings.append(f"--seq-len {request.seq_len} exceeds the model's {model.max_seq_len} positions")
     if request.num_machines > 1 and not request.main_process_ip:
         warnings.append("--main-process-ip not set: give machine 0's private address before launching")

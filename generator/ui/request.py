@@ -16,7 +16,7 @@ def request_from_args(args: argparse.Namespace) -> PlanRequest:
     """Every planning flag of `plan`; --exclude arrives parsed by topology.parse_gpu_list (add_topology_args)."""
     return PlanRequest(
         method=args.method,
-        seq_len=args.seq_len,
+        seq_len=PlanRequest.seq_len if args.seq_len is None else args.seq_len,  # plan resolves None per model
         micro_batch=args.micro_batch,
         global_batch=args.global_batch,
         num_gpus=args.num_gpus,

@@ -1,0 +1,178 @@
+"""What each decoder layer keeps for backward, counted, against what the estimator prices, for the dense causal-LM
+families transformers builds: one forward and loss of a tiny model of each (4 layers, hidden 256, 8 heads, 512 tokens,
+bf16, SDPA where the class has it, dropout off: the GPU's flash kernels keep their dropout as a seed, not as a mask),
+every saved tensor recorded through saved_tensors_hooks and counted once per storage while the graph holds it
+(parameters left out), per layer, against estimate.activations' full fine-tune bytes per layer at the same widths.
+CPU only, under a minute. The activation formula is the llama layer's (two RMSNorms, a SwiGLU MLP); this says where
+another family's layer keeps more or less than that, which the plan's memory for that family carries.
+
+    python bench/scripts/saved_audit.py --out bench/results/cpu-saved-audit-<date>.json [TYPE ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import tempfile
+import time
+import weakref
+from collections import Counter
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+SEQ, LAYERS = 512, 4
+WIDTHS = dict(vocab_size=1000, hidden_size=256, num_hidden_layers=LAYERS, num_attention_heads=8,
+              max_position_embeddings=SEQ, tie_word_embeddings=False, use_cache=False, pad_token_id=0,
+              bos_token_id=1, eos_token_id=2)  # fmt: skip
+FAMILIES = {
+    "llama": {"intermediate_size": 896, "num_key_value_heads": 2},
+    "mistral": {"intermediate_size": 896, "num_key_value_heads": 2},
+    "qwen2": {"intermediate_size": 896, "num_key_value_heads": 2},
+    "qwen3": {"intermediate_size": 896, "num_key_value_heads": 2, "head_dim": 32},
+    "granite": {"intermediate_size": 896, "num_key_value_heads": 2},
+    "smollm3": {"intermediate_size": 896, "num_key_value_heads": 2},
+    "exaone4": {"intermediate_size": 896, "num_key_value_heads": 2},
+    "cohere": {"intermediate_size": 896, "num_key_value_heads": 2},
+    "phi3": {"intermediate_size": 896, "num_key_value_heads": 2},
+    "olmo2": {"intermediate_size": 896, "num_key_value_heads": 2},
+    "stablelm": {"intermediate_size": 896, "num_key_value_heads": 2},
+    "gemma": {"intermediate_size": 896, "num_key_value_heads": 2, "head_dim": 32},
+    "gemma2": {"intermediate_size": 896, "num_key_value_heads": 2, "head_dim": 32},
+    "gemma3_text": {"intermediate_size": 896, "num_key_value_heads": 2, "head_dim": 32},
+    "phi": {"intermediate_size": 896},
+    "gptj": {"rotary_dim": 16},
+    "gpt_neox": {"intermediate_size": 1024},
+    "falcon": {"new_decoder_architecture": True, "num_kv_heads": 2},
+    "starcoder2": {"intermediate_size": 1024, "num_key_value_heads": 2},
+    "opt": {"ffn_dim": 1024, "word_embed_proj_dim": 256},
+    "gpt2": {},
+    "gpt_bigcode": {"n_inner": 1024},
+    "bloom": {},
+}  # fmt: skip
+"""Model type -> what its tiny config adds to WIDTHS (MLP width, kv heads, head width)."""
+DROPOUT_KEYS = ("attention_dropout", "attn_pdrop", "resid_pdrop", "embd_pdrop", "hidden_dropout", "dropout",
+                "attention_probs_dropout_prob", "hidden_dropout_prob", "summary_first_dropout")  # fmt: skip
+BLOCK = re.compile(r"\.(?:layers|h|blocks)\.(\d+)(?:\.|$)")
+
+
+class _Box:
+    """What the graph holds instead of the tensor, so the count forgets a storage when its last holder is freed."""
+
+    __slots__ = ("t", "__weakref__")
+
+
+def saved_bytes_per_layer(model, inputs: dict, layers: int, keep_weight_shapes: bool = False, autocast=None):
+    """Bytes of unique storages each decoder layer's modules saved for backward and still hold after the loss,
+    leaving out parameters and bf16 copies of them (the estimator counts weights elsewhere), unless
+    `keep_weight_shapes`: then a tensor shaped like its module's weight counts too (peft's folded expert stacks).
+    `autocast`: a dtype to run the forward under CPU autocast (what Accelerate's mixed_precision does), or None."""
+    import torch
+
+    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    stack, owner, holders = ["<root>"], {}, Counter()
+    weight_shapes: dict[str, set] = {}
+    for name, mod in model.named_modules():
+        weight_shapes[name] = {s for p in mod.parameters(recurse=False) for s in (p.shape, p.shape[::-1])}
+        mod.register_forward_pre_hook(lambda m, a, name=name: stack.append(name))  # append returns None
+        mod.register_forward_hook(lambda m, a, o: stack.__delitem__(-1))  # returns None: the output stays
+
+    def release(key):
+        holders[key] -= 1
+        if not holders[key]:
+            del owner[key]
+
+    def pack(t):
+        storage = t.untyped_storage()
+        key = storage.data_ptr()
+        weight_like = not keep_weight_shapes and tuple(t.shape[::-1]) in weight_shapes.get(stack[-1], ())
+        if key not in params and not weight_like:
+            owner.setdefault(key, (stack[-1], storage.nbytes()))
+            holders[key] += 1
+        box = _Box()
+        box.t = t
+        if key in owner:
+            weakref.finalize(box, release, key)
+        return box
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda box: box.t):
+        if autocast is not None:
+            with torch.autocast("cpu", dtype=autocast):
+                loss = model(**inputs).loss
+        else:
+            loss = model(**inputs).loss
+    per_layer = [0] * layers
+    for name, nbytes in owner.values():
+        found = BLOCK.search(name)
+        if found:
+            per_layer[int(found.group(1))] += nbytes
+    del loss
+    return per_layer
+
+
+def count_one(model_type: str, extra: dict, workdir: Path) -> dict:
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from generator.estimate.activations import activation_terms
+    from generator.estimate.types import Workload
+    from generator.model import load_model
+
+    config = AutoConfig.for_model(model_type, **WIDTHS, **extra)
+    for key in DROPOUT_KEYS:
+        if isinstance(getattr(config, key, None), float):
+            setattr(config, key, 0.0)
+    directory = workdir / model_type
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "config.json").write_text(json.dumps({**config.to_dict(), "model_type": model_type}, default=str))
+    spec = load_model(str(directory))
+    attention = "sdpa" if "sdpa" in spec.attentions else "eager"
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(config, attn_implementation=attention).to(torch.bfloat16).train()
+    ids = torch.randint(3, WIDTHS["vocab_size"], (1, SEQ))
+    counted = saved_bytes_per_layer(model, {"input_ids": ids, "labels": ids}, LAYERS)[1]  # a middle layer
+    workload = Workload(method="full", seq_len=SEQ, grad_checkpointing=False, load_dtype="bf16", attention=attention)
+    fwd = activation_terms(spec, workload, "ddp")["forward_end"]
+    priced = (fwd["activations"] + fwd.get("attention_bias", 0.0)) / spec.num_layers
+    return {"attention": attention, "counted_per_token": counted / SEQ, "priced_per_token": priced / SEQ,
+            "priced_over_counted": round(priced / counted, 3)}  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    import logging
+    import warnings
+
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", required=True, help="JSON file to write")
+    p.add_argument("types", nargs="*", help=f"model types (default: {len(FAMILIES)} families)")
+    args = p.parse_args(argv)
+    warnings.filterwarnings("ignore")
+    logging.disable(logging.WARNING)
+    import torch
+    import transformers
+
+    results = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for model_type in args.types or FAMILIES:
+            try:
+                results[model_type] = count_one(model_type, FAMILIES.get(model_type, {}), Path(tmp))
+            except Exception as exc:  # a family this tiny config does not build: listed, not guessed
+                first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+                results[model_type] = {"error": f"{type(exc).__name__}: {first}"}
+            print(model_type, results[model_type], flush=True)
+    doc = {
+        "what": "bytes per token a middle decoder layer keeps for backward, counted on the CPU, beside what "
+        "estimate.activations prices for it (full fine-tune, bf16, no checkpointing; bench/scripts/saved_audit.py)",
+        "date": time.strftime("%Y-%m-%d"), "transformers": transformers.__version__, "torch": torch.__version__,
+        "widths": {**WIDTHS, "seq_len": SEQ}, "results": results,
+    }  # fmt: skip
+    Path(args.out).write_text(json.dumps(doc, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
