@@ -336,8 +336,9 @@ def test_a_compiled_layer_row_prices_the_steps_that_compile_their_layers_and_no_
 def test_per_call_gemm_rows_lose_the_launch_gap_and_burst_rows_are_read_as_measured():
     """A table timed one call at a time (the probe before 2026-12-02) carried each call's launch gap: a 40 us rank-16
     GEMM reads about twice as fast once the gap is off, a 3 ms GEMM about the same; a table timed in bursts (the
-    probe's method since) is read as written."""
-    from generator.estimate.compute_table import GEMM_BURST, PER_CALL_LAUNCH_GAP_MS
+    probe's method since) or each call after a copy (--gemm-timing interleaved: the copy hides the launch) is read
+    as written."""
+    from generator.estimate.compute_table import GEMM_BURST, GEMM_INTERLEAVED, PER_CALL_LAUNCH_GAP_MS
 
     # the table the probe wrote when it still timed one call at a time
     doc = json.loads((Path(__file__).parents[1] / "bench/results/compute-h200-2026-12-02.json").read_text())
@@ -347,10 +348,12 @@ def test_per_call_gemm_rows_lose_the_launch_gap_and_burst_rows_are_read_as_measu
     big = max((r for r in rows if r["op"] == "fwd"), key=lambda r: r["ms"])
     per_call = from_document(doc, "per call")
     burst = from_document({**doc, "method": {**doc["method"], "gemm_timing": GEMM_BURST}}, "burst")
+    interleaved = from_document({**doc, "method": {**doc["method"], "gemm_timing": GEMM_INTERLEAVED}}, "interleaved")
     derived = from_document({**doc, "measured": False}, "a provisional table: rates derived, not timed")
     for r, lo, hi in ((small, 1.5, 3.0), (big, 1.0, 1.02)):
         key = (r["m"], r["k"], r["n"])
         assert gemm_tflops(burst, "bf16", "fwd", *key) == r["tflops"]
+        assert gemm_tflops(interleaved, "bf16", "fwd", *key) == r["tflops"]
         assert gemm_tflops(derived, "bf16", "fwd", *key) == r["tflops"]
         gained = gemm_tflops(per_call, "bf16", "fwd", *key) / r["tflops"]
         assert gained == pytest.approx(r["ms"] / max(r["ms"] - PER_CALL_LAUNCH_GAP_MS, 0.5 * r["ms"]))

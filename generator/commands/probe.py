@@ -11,6 +11,7 @@ import os
 from datetime import datetime, timezone
 
 from generator.errors import UserError
+from generator.estimate.compute_table import GEMM_TIMINGS
 
 FULL_SIZES, QUICK_SIZES = "1M,16M,256M,1G", "16M,256M"
 
@@ -25,6 +26,13 @@ def register(subparsers, verb: str, help_text: str) -> argparse.ArgumentParser:
     )
     p.add_argument("--model", help="With --compute: also measure this model's exact shapes (preset, hub id, dir).")
     p.add_argument("--full", action="store_true", help="With --compute: every grid and host row (2-3 minutes).")
+    p.add_argument(
+        "--gemm-timing",
+        choices=GEMM_TIMINGS,
+        default=GEMM_TIMINGS[0],
+        help="With --compute: GEMMs back to back (burst, the shipped table's) or each after a copy as long as itself "
+        "(interleaved: the clock a training step's mix runs them at)",
+    )
     p.add_argument("--gpus", help="Comma list of GPU ids (PCI order) to probe; default all (CPU: 0,1).")
     p.add_argument("--quick", action="store_true", help="Few sizes, few repeats, few subsets (<30 s on 8 GPUs).")
     p.add_argument("--sizes", help=f"Message sizes (default {FULL_SIZES}; --quick {QUICK_SIZES}).")
@@ -119,7 +127,10 @@ def _run_compute(args) -> int:
         raise UserError("--quick and --full contradict each other; give one (the default is about a minute)")
     effort = QUICK if args.quick else FULL if args.full else STANDARD
     console = Console(stderr=True)
-    doc = measure(args.device, model, effort, on_section=lambda name: console.print(f"measuring {name} ..."))
+    doc = measure(
+        args.device, model, effort, on_section=lambda name: console.print(f"measuring {name} ..."),
+        gemm_timing=args.gemm_timing,
+    )  # fmt: skip
     out = Console()
     print_summary(out, doc)
     if args.output:

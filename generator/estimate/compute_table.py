@@ -29,6 +29,14 @@ GEMM_NEIGHBOURS = 4
 GEMM_BURST = "burst"
 """method.gemm_timing of a table whose GEMMs were timed in back-to-back bursts, as a step queues them (the probe
 since 2026-12-02, generator/probe/compute_bench.gemm_time)."""
+GEMM_INTERLEAVED = "interleaved"
+GEMM_TIMINGS = (GEMM_BURST, GEMM_INTERLEAVED)
+"""How `probe --compute --gemm-timing` times a GEMM row on the GPU. burst: back-to-back calls (the shipped table's).
+interleaved: each call right after a device copy lasting about as long, a step's duty cycle between GEMMs and
+memory-bound kernels: back to back, the card sits at its power limit and its clock drops (1,470-1,500 MHz on one
+H200), which a step's mix does not hold it at. Mistral-7B's GEMMs at 8,192 tokens ran 690 TFLOP/s (mean) in bursts,
+796 interleaved and 796 inside a training step, within 1-3% of the step shape by shape
+(bench/results/gemm-in-step-h200-2026-12-04.json). Neither subtracts a launch gap (PER_CALL_LAUNCH_GAP_MS)."""
 PER_CALL_LAUNCH_GAP_MS = 0.0192
 """What timing one GEMM call between two CUDA events adds to the call's time in a queue: the launch gap the GPU
 waits through after the start event. The median over 46 shapes of 16-350 us (LoRA's rank-8/16/64 GEMMs at 8k-32k
@@ -111,7 +119,7 @@ def from_document(doc: dict, source: str) -> ComputeTable:
     # a measured GPU table timed per call (a provisional table's rates are derived, a CPU probe's have no launch gap)
     method = doc.get("method")
     timing = method.get("gemm_timing") if isinstance(method, dict) else None
-    per_call = bool(doc.get("measured")) and doc.get("device") == "cuda" and timing != GEMM_BURST
+    per_call = bool(doc.get("measured")) and doc.get("device") == "cuda" and timing not in GEMM_TIMINGS
     for dtype, rows in (doc.get("gemm") or {}).items():
         for r in rows:
             m, k, n, rate = _count(r["m"]), _count(r["k"]), _count(r["n"]), _num(r["tflops"])

@@ -153,8 +153,11 @@ def env_info(device: str) -> dict:
     return env
 
 
-def measure(device: str, model: ModelSpec | None, effort: Effort = STANDARD, on_section=None) -> dict:
-    """Run every section at `effort` (on the CPU always QUICK's sizes); `on_section(name)` is called before each."""
+def measure(
+    device: str, model: ModelSpec | None, effort: Effort = STANDARD, on_section=None, gemm_timing: str = GEMM_BURST
+) -> dict:
+    """Run every section at `effort` (on the CPU always QUICK's sizes); `on_section(name)` is called before each;
+    `gemm_timing`: compute_bench.GEMM_TIMINGS."""
     import torch
 
     from generator.probe.compute_attention import attention_rows
@@ -188,6 +191,7 @@ def measure(device: str, model: ModelSpec | None, effort: Effort = STANDARD, on_
     cuda = device == "cuda"
     budget = effort if cuda else QUICK
     clock = Clock.for_device(device)
+    clock.gemm_timing = gemm_timing
     if cuda:
         torch.cuda.init()
     started = time.monotonic()
@@ -266,7 +270,7 @@ def measure(device: str, model: ModelSpec | None, effort: Effort = STANDARD, on_
         "env": env_info(device),
         "method": {
             "timing": "CUDA events per call (GPU time)" if cuda else "perf_counter per call",
-            "gemm_timing": GEMM_BURST if cuda else "per call",  # compute_table reads per-call rows less the launch gap
+            "gemm_timing": gemm_timing if cuda else "per call",  # compute_table reads per-call rows less the launch gap
             "statistic": f"median of {clock.min_repeats}-{clock.max_repeats} calls after {clock.warmup} warm-ups",
             "gemm": "torch.mm in autograd's layouts: fwd x@W^T, dgrad dY@W, wgrad dY^T@X; 2*m*k*n FLOPs",
             "fp8_gemm": "torch._scaled_mm e4m3 x e4m3 -> bf16, tensorwise scales, operands pre-cast (cast timed "

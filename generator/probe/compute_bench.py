@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from generator.estimate.compute_table import GEMM_BURST, GEMM_INTERLEAVED
 from generator.probe.compute_grid import Gemm
 
 FP8_MAX = 448.0
@@ -30,6 +31,8 @@ class Clock:
     target_s: float = 0.08
     """Stop repeating once the timed calls add up to this many seconds (after min_repeats)."""
     skipped: list[str] = field(default_factory=list)
+    gemm_timing: str = GEMM_BURST
+    """How gemm_time times a GEMM on the GPU (estimate.compute_table.GEMM_TIMINGS)."""
 
     @classmethod
     def for_device(cls, device: str) -> Clock:
@@ -76,13 +79,37 @@ gap (19 us median over 46 LoRA-sized shapes on one H200, bench/results/gemm-timi
 rank-16 GEMMs read 2.4x slower than in a profiled step (bench/results/profile-h200-2026-12-02/)."""
 
 
+COPY_BYTES_PER_S = 4.3e12
+"""An H200's device copy rate (bytes read + written), to size the copy before each interleaved call; a slower card's
+copy lasts longer, which only lowers the duty cycle."""
+
+
 def gemm_time(clock: Clock, fn) -> float:
-    """Seconds of one in-queue call of fn: one timed call sizes the burst (1-50 calls), then the bursts are timed."""
+    """Seconds of one in-queue call of fn: one timed call sizes the burst (1-50 calls) or the copy before each call
+    (clock.gemm_timing), then those are timed."""
     if clock.device != "cuda":
         return clock.time(fn)
     fn()
     single = _event_seconds(fn, 1)
+    if clock.gemm_timing == GEMM_INTERLEAVED:
+        return _interleaved_seconds(clock, fn, single)
     return clock.time(fn, burst=max(1, min(50, round(BURST_S / max(single, 1e-6)))))
+
+
+def _interleaved_seconds(clock: Clock, fn, single: float) -> float:
+    """Median GPU seconds of fn, each call timed between two events right after a bf16 device copy of about
+    `single` seconds (the copy keeps the GPU busy while the host queues the call: no launch gap in the time)."""
+    src = torch.empty(max(1 << 20, int(single * COPY_BYTES_PER_S / 4)), device="cuda", dtype=torch.bfloat16)
+    dst = torch.empty_like(src)
+    rounds = max(clock.min_repeats + 1, min(200, round(clock.target_s / max(single, 1e-6))))
+    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(rounds)]
+    for start, end in events:
+        dst.copy_(src)
+        start.record()
+        fn()
+        end.record()
+    torch.cuda.synchronize()
+    return statistics.median(start.elapsed_time(end) / 1e3 for start, end in events[1:])
 
 
 def per_layer(shallow: tuple[float, ...], deep: tuple[float, ...], span: int) -> tuple[float, ...]:
