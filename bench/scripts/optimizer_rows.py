@@ -6,7 +6,8 @@ AdamW and clip_grad_norm_ over 256M fp32 parameters split into N tensors, as a m
 Why: profiled on one H200, Mixtral cut to 4 layers and fully fine-tuned spent 49 ms a step in fused AdamW and 20 ms
 in clip_grad_norm_ (bench/results/profile-mixtral-l4-full-h200-2026-12-04/), where the estimator prices the update
 at the copy rate and the clipping not at all. What these rows measured, and why the estimator does not yet use them,
-is in bench/README.md (2026-12-04, second session).
+is in bench/README.md (2026-12-04, second session). `probe --compute` records the same rows (8 tensors) in its HBM
+section since 2026-12-04 (generator/probe/compute_optimizer.py); this script times other splits.
 """
 
 from __future__ import annotations
@@ -24,35 +25,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from generator.probe.compute_bench import Clock  # noqa: E402
-
-PASS_BYTES = {"adamw_fused_fp32": 28, "clip_grad_norm_fp32": 12}
-"""Bytes per fp32 parameter: fused AdamW reads parameter, gradient and both moments and writes parameter and moments
-(28); clip_grad_norm_ reads each gradient for the foreach norm, then reads and writes it in the foreach multiply,
-which torch runs whatever the norm (12)."""
-
-
-def optimizer_rows(clock: Clock, elements: int, tensors: int) -> list[dict]:
-    """GB/s of each pass (PASS_BYTES) over `elements` fp32 parameters in `tensors` tensors."""
-    params = [
-        torch.zeros(elements // tensors, device=clock.device, dtype=torch.float32, requires_grad=True)
-        for _ in range(tensors)
-    ]
-    for p in params:
-        p.grad = torch.randn_like(p)
-    opt = torch.optim.AdamW(params, lr=1e-6, fused=True)
-    opt.step()  # allocates the moments outside the timing
-    n = (elements // tensors) * tensors
-    tests = {
-        "adamw_fused_fp32": opt.step,
-        "clip_grad_norm_fp32": lambda: torch.nn.utils.clip_grad_norm_(params, 1.0, foreach=True),
-    }
-    rows = []
-    for name, fn in tests.items():
-        s = clock.time(fn)
-        nbytes = PASS_BYTES[name] * n
-        rows.append({"op": name, "tensors": tensors, "bytes": nbytes, "ms": round(s * 1e3, 4),
-                     "gbps": round(nbytes / s / 1e9, 1)})  # fmt: skip
-    return rows
+from generator.probe.compute_optimizer import optimizer_rows  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -170,6 +170,7 @@ def measure(
         grouped_rows,
         hbm_rows,
     )
+    from generator.probe.compute_optimizer import optimizer_rows
 
     progress = on_section or (lambda name: None)
 
@@ -236,7 +237,7 @@ def measure(
     else:
         clock.skipped.append("flex attention: skipped (--quick or CPU: its compile takes ~10 s per shape)")
     step("HBM bandwidth")
-    doc["hbm"] = hbm_rows(clock, 1 << 30 if cuda else 1 << 20)
+    doc["hbm"] = hbm_rows(clock, 1 << 30 if cuda else 1 << 20) + optimizer_rows(clock, None if cuda else 1 << 18)
     if budget.host > 0 or not cuda:
         step("host time per layer (eager, compiled)")
         from generator.probe.compute_host import host_rows
