@@ -32,7 +32,7 @@ from generator.estimate.moe import (
     moe_saved_bytes_per_token,
     shared_mlp,
 )
-from generator.estimate.norms import norms_delta_per_token
+from generator.estimate.own_layer import fused_qkv_bytes, norms_delta_per_token
 from generator.estimate.scripts import liger_fused_loss, liger_kernels, script_facts
 from generator.estimate.states import LORA_TARGETS, adapted_input_width, adapted_targets, linear_dims, qlora_kept_bytes
 from generator.estimate.types import Workload
@@ -84,7 +84,7 @@ def layer_saved_bytes_per_token(
     kv = q if path in ("sdpa_dense", "eager") else model.num_kv_heads * model.head_dim
     f = model.intermediate_size
     norms = 2 * ((r * h if liger else 4 * h + r * h) + 2 * h) + head_norm_bytes(model, liger)
-    attention = 4 * q + 4 * kv + o_proj_input_bytes(model, path)
+    attention = 4 * q + 4 * kv + o_proj_input_bytes(model, path) + fused_qkv_bytes(model, path)
     # gate and up outputs (and, without Liger, the activation between them) in the MLP's element size, the product
     # kept by down_proj in bf16 (a frozen base's down keeps none: lora_saved_delta_per_token takes it back)
     mlp_f = (2 if liger else 3) * f * mlp_element_bytes(method, r) + 2 * f

@@ -66,7 +66,7 @@ class ModelSpec:
     norms: tuple[tuple[str, int, float, float], ...] = ()
     """The decoder block's norm modules as (leaf name, width, bytes per element kept for backward with the weight
     trained, with it frozen), each counted on the CPU on a bf16 input (model.meta._norms); () for the closed-form
-    families, whose layer is the formula's (estimate.norms)."""
+    families, whose layer is the formula's (estimate.own_layer)."""
     position_table: bool = False
     """Absolute positions are rows of a table max_seq_len long (GPT-2, OPT, GPT-BigCode, GPT-Neo, BioGPT): a longer
     sequence indexes past it and the first step fails, where rotary and ALiBi models only extrapolate."""
