@@ -1,8 +1,7 @@
 """`plan` over every causal-LM type the installed transformers knows, each with that type's default config (most are a
-released checkpoint's shape): does it plan a LoRA run on 8x H200 (at 4,096 tokens, or the config's positions where
-fewer), is it too large for that (said in one line), or is
-it refused in one line (and why). CPU only, about a minute with the meta cache cold. The README's "Which models"
-counts come from this file's output.
+released checkpoint's shape): does it plan a LoRA run on 8x H200 (at plan's default length: 4,096 tokens, or the
+model's positions where fewer), is it too large for that (said in one line), or is it refused in one line (and why).
+CPU only, about a minute with the meta cache cold. The README's "Which models" counts come from this file's output.
 
     python bench/scripts/model_types.py --out bench/results/cpu-model-types-<date>.json
 """
@@ -40,12 +39,9 @@ def plan_one(model_type: str, workdir: Path) -> tuple[str, str]:
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "config.json").write_text(json.dumps(config, default=str))
     out, err = io.StringIO(), io.StringIO()
-    # 4,096 tokens, or the positions the default config has where fewer (train.py refuses longer, and a position
-    # table cannot hold them)
-    positions = getattr(AutoConfig.for_model(model_type).get_text_config(decoder=True), "max_position_embeddings", None)
-    seq = min(4096, positions) if isinstance(positions, int) and positions > 0 else 4096
+    # no --seq-len: plan's default, 4,096 tokens or the model's positions where fewer
     argv = ["plan", "--model", str(directory), "--machine", "hgx-h200-8", "--method", "lora", "--json",
-            "--seq-len", str(seq), "--output", str(workdir / f"{model_type}.yaml"), "--force"]  # fmt: skip
+            "--output", str(workdir / f"{model_type}.yaml"), "--force"]  # fmt: skip
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = main(argv)
     errors = [line for line in err.getvalue().splitlines() if line.startswith("error:")]

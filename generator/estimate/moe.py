@@ -26,6 +26,7 @@ BACKWARD_TRANSIENT_F_BYTES x F x K per token, beside the dense layers' F-wide tr
 from __future__ import annotations
 
 from generator.model.types import ModelSpec
+from generator.model.types import expert_matrices as layout_matrices
 
 ROUTING_BYTES_PER_EXPERT = 4.0
 """fp32 router probabilities kept by the softmax (and the top-k that reads them), per expert per token."""
@@ -81,15 +82,15 @@ def expert_layer_count(model: ModelSpec) -> int:
     return model.expert_layers or model.num_layers
 
 
+def expert_matrices(model: ModelSpec) -> int:
+    """Weight matrices per expert: gate, up and down; up and down without a gate (model.types.expert_matrices)."""
+    return layout_matrices(model.experts_layout)
+
+
 def gated_experts(model: ModelSpec) -> bool:
     """Each expert is gate and up -> SwiGLU -> down (transformers' default layout), not up -> activation -> down
-    (ModelSpec.experts_layout "has_gate": Nemotron-H's squared ReLU)."""
-    return "has_gate" not in model.experts_layout
-
-
-def expert_matrices(model: ModelSpec) -> int:
-    """Weight matrices per expert: gate, up and down; up and down without a gate."""
-    return 3 if gated_experts(model) else 2
+    (Nemotron-H's squared ReLU)."""
+    return expert_matrices(model) == 3
 
 
 def expert_params(model: ModelSpec) -> int:

@@ -9,7 +9,7 @@ from generator.errors import UserError
 from generator.model.hub import hub_offline_reason
 from generator.model.presets import HUB_IDS, PRESETS, preset_config
 from generator.model.sizing import KNOWN_FAMILIES, spec_from_config
-from generator.model.types import ModelSpec, positions_limit
+from generator.model.types import ModelSpec, expert_matrices, positions_limit
 
 
 def _read_config_file(path: Path) -> dict:
@@ -101,9 +101,7 @@ def _spec_by_meta(config: dict, name: str) -> ModelSpec:
         head_dim=_attention_head_width(dims, h // heads),
         intermediate_size=int(
             next((dims[k] for k in EXPERT_WIDTH_KEYS if experts and dims.get(k)), 0)
-            or _expert_width(
-                experts_total, experts, h, counts.expert_blocks, 2 if "has_gate" in counts.experts_layout else 3
-            )
+            or _expert_width(experts_total, experts, h, counts.expert_blocks, expert_matrices(counts.experts_layout))
             or dims.get("intermediate_size")
             or 4 * h
         ),

@@ -9,6 +9,7 @@ import logging
 from typing import NamedTuple
 
 from generator.errors import UserError
+from generator.model.types import positions_limit
 
 QUIET_LOGGERS = ("torchao", "torch.utils._pytree")
 """Loggers silenced below ERROR while the model is built: transformers imports torchao where it is installed, and on
@@ -136,23 +137,22 @@ def meta_counts(config_dict: dict, name: str = "the model") -> MetaCounts:
     if dims["tie_word_embeddings"] is None:
         dims["tie_word_embeddings"] = getattr(config, "tie_word_embeddings", False)
     experts = sum(p.numel() for p in params if is_expert_tensor(p.shape))
-    cls_name, names, qk_norm, linears, expert_blocks, not_linear = _decoder_block(model, dims.get("num_hidden_layers"))
+    block, names, qk_norm, linears, expert_blocks, not_linear = _decoder_block(model, dims.get("num_hidden_layers"))
+    cls_name = type(block).__name__ if block is not None else None
     return MetaCounts(
         sum(p.numel() for p in params), experts, attentions, dims, cls_name, names, qk_norm, linears, expert_blocks,
-        _experts_layout(model), _norms(model, cls_name),
+        _experts_layout(model), _norms(block),
         _position_table(model, dims.get("max_position_embeddings")), not_linear,
     )  # fmt: skip
 
 
-def _norms(model, cls_name: str | None) -> tuple[tuple[str, int, float, float], ...]:
+def _norms(block) -> tuple[tuple[str, int, float, float], ...]:
     """(leaf name, width, bytes per element saved with a trained weight, with a frozen one) of each norm module of
-    one decoder block of class `cls_name` (a class named ...Norm), each run once on the CPU on a small bf16 input as
-    its class computes it: what it keeps for backward, counted once per storage, parameters left out. Empty where
-    there is no uniform block or a norm cannot run alone."""
+    the decoder block (a class named ...Norm), each run once on the CPU on a small bf16 input as its class computes
+    it: what it keeps for backward, counted once per storage, parameters left out. Empty where there is no uniform
+    block (None) or a norm cannot run alone."""
     import torch
 
-    decoder = model.get_decoder() if hasattr(model, "get_decoder") else model
-    block = next((m for m in decoder.modules() if type(m).__name__ == cls_name), None) if cls_name else None
     out = []
     for name, norm in block.named_modules() if block is not None else ():
         if not type(norm).__name__.endswith("Norm") or getattr(norm, "weight", None) is None:
@@ -206,11 +206,18 @@ def _experts_layout(model) -> tuple[str, ...]:
 def _position_table(model, positions) -> bool:
     """Whether the language model holds an embedding table of `positions` rows (or two more: OPT and BioGPT offset
     theirs by 2) beside its token embeddings: learned or sinusoidal absolute positions, looked up by index."""
-    if not isinstance(positions, int) or positions <= 0:
+    if not positions_limit(positions):
         return False
-    decoder = model.get_decoder() if hasattr(model, "get_decoder") else model
     tokens = model.get_input_embeddings()
-    return any(m is not tokens and 0 <= getattr(m, "num_embeddings", -1) - positions <= 2 for m in decoder.modules())
+    return any(
+        m is not tokens and 0 <= getattr(m, "num_embeddings", -1) - positions <= 2 for m in _language(model).modules()
+    )
+
+
+def _language(model):
+    """The language model inside `model`: get_decoder's text decoder of a multimodal model, whose vision tower has
+    modules of its own, else the model."""
+    return model.get_decoder() if hasattr(model, "get_decoder") else model
 
 
 @contextlib.contextmanager
@@ -226,16 +233,15 @@ def _quiet(names: tuple[str, ...]):
             lg.setLevel(level)
 
 
-def _decoder_block(model, layers=None) -> tuple[str | None, tuple[str, ...] | None, bool, tuple, int, tuple]:
-    """(class name, GEMM module names, whether q and k are normalised, every GEMM module of all the blocks with how
+def _decoder_block(model, layers=None) -> tuple[object, tuple[str, ...] | None, bool, tuple, int, tuple]:
+    """(one block, GEMM module names, whether q and k are normalised, every GEMM module of all the blocks with how
     many blocks have it, the blocks holding fused experts, those GEMM modules that are not nn.Linear) of the longest
-    ModuleList of one class inside the language model (get_decoder: the text decoder of a multimodal model, whose
-    vision tower has a block list of its own). Blocks of one class can differ inside: DeepSeek's first layers and
-    Llama-4's interleaved ones have a dense MLP where the others have experts and a shared expert. The GEMM modules
-    are read from the list of `layers` blocks where it holds blocks of several classes (Jamba's and Zamba's attention
-    and Mamba layers); a GEMM module is any nn.Linear subclass (Falcon's FalconLinear) or transformers' Conv1D
-    (GPT-2), as for peft's all-linear."""
-    decoder = model.get_decoder() if hasattr(model, "get_decoder") else model
+    ModuleList of one class inside the language model (_language); the block is None where there is no such list.
+    Blocks of one class can differ inside: DeepSeek's first layers and Llama-4's interleaved ones have a dense MLP
+    where the others have experts and a shared expert. The GEMM modules are read from the list of `layers` blocks
+    where it holds blocks of several classes (Jamba's and Zamba's attention and Mamba layers); a GEMM module is any
+    nn.Linear subclass (Falcon's FalconLinear) or transformers' Conv1D (GPT-2), as for peft's all-linear."""
+    decoder = _language(model)
     blocks = [
         m for m in decoder.modules()
         if type(m).__name__ == "ModuleList" and len(m) and len({type(b) for b in m}) == 1
@@ -251,7 +257,7 @@ def _decoder_block(model, layers=None) -> tuple[str | None, tuple[str, ...] | No
     linears = {name.rsplit(".", 1)[-1] for name, m in block.named_modules() if _gemm_features(m)}
     leaves = {name.rsplit(".", 1)[-1] for name, _ in block.named_modules()}
     qk_norm = {"q_norm", "k_norm"} <= leaves
-    return type(block).__name__, tuple(sorted(linears)), qk_norm, every, experts, not_linear
+    return block, tuple(sorted(linears)), qk_norm, every, experts, not_linear
 
 
 def _linears(stack) -> tuple[tuple, int, tuple[str, ...]]:

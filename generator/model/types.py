@@ -90,3 +90,9 @@ def positions_limit(value) -> int | None:
     """A config's max_position_embeddings as a limit: a positive whole number, else None (absent, or XLNet's -1 for
     none)."""
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def expert_matrices(experts_layout: tuple[str, ...]) -> int:
+    """Weight matrices per expert in transformers' fused layout (ModelSpec.experts_layout): gate, up and down; up and
+    down where the layout has no gate (Nemotron-H)."""
+    return 2 if "has_gate" in experts_layout else 3
