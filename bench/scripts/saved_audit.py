@@ -3,10 +3,12 @@ families transformers builds: one forward and loss of a tiny model of each (4 la
 bf16, SDPA where the class has it, dropout off: the GPU's flash kernels keep their dropout as a seed, not as a mask),
 every saved tensor recorded through saved_tensors_hooks and counted once per storage while the graph holds it
 (parameters left out), per layer, against estimate.activations' full fine-tune bytes per layer at the same widths.
-CPU only, under a minute. The activation formula is the llama layer's (two RMSNorms, a SwiGLU MLP); this says where
-another family's layer keeps more or less than that, which the plan's memory for that family carries.
+CPU only, under a minute. The activation formula is the llama layer's (two RMSNorms, a SwiGLU MLP); a model sized on
+the meta device carries its own layer's count from there (model.saved_count), and this checks that count, taken on
+meta tensors at 128 and 256 tokens, against real ones at 512, as the estimate prices it. `--method lora`: peft's
+all-linear adapters, as train.py runs LoRA on these architectures.
 
-    python bench/scripts/saved_audit.py --out bench/results/cpu-saved-audit-<date>.json [TYPE ...]
+    python bench/scripts/saved_audit.py --out bench/results/cpu-saved-audit-<date>.json [--method lora] [TYPE ...]
 """
 
 from __future__ import annotations
@@ -114,11 +116,15 @@ def saved_bytes_per_layer(model, inputs: dict, layers: int, keep_weight_shapes: 
     return per_layer
 
 
-def count_one(model_type: str, extra: dict, workdir: Path) -> dict:
+def count_one(model_type: str, extra: dict, workdir: Path, method: str = "full") -> dict:
+    """One family's middle layer counted and priced. method "lora": peft's all-linear adapters (r 16, no dropout)
+    on the bf16 base under bf16 autocast, as train.py runs LoRA on an architecture beyond the llama names
+    (plan.lora_targets.peft_all_linear)."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
     from generator.estimate.activations import activation_terms
+    from generator.estimate.scripts import ALL_LINEAR
     from generator.estimate.types import Workload
     from generator.model import load_model
 
@@ -133,9 +139,16 @@ def count_one(model_type: str, extra: dict, workdir: Path) -> dict:
     attention = "sdpa" if "sdpa" in spec.attentions else "eager"
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(config, attn_implementation=attention).to(torch.bfloat16).train()
+    autocast = None
+    if method == "lora":
+        from peft import LoraConfig, get_peft_model
+
+        adapters = LoraConfig(r=16, lora_alpha=32, lora_dropout=0.0, target_modules="all-linear", task_type="CAUSAL_LM")
+        model, autocast = get_peft_model(model, adapters).train(), torch.bfloat16
     ids = torch.randint(3, WIDTHS["vocab_size"], (1, SEQ))
-    counted = saved_bytes_per_layer(model, {"input_ids": ids, "labels": ids}, LAYERS)[1]  # a middle layer
-    workload = Workload(method="full", seq_len=SEQ, grad_checkpointing=False, load_dtype="bf16", attention=attention)
+    counted = saved_bytes_per_layer(model, {"input_ids": ids, "labels": ids}, LAYERS, autocast=autocast)[1]
+    workload = Workload(method=method, seq_len=SEQ, grad_checkpointing=False, load_dtype="bf16", attention=attention,
+                        lora_r=16, lora_targets=ALL_LINEAR)  # fmt: skip
     fwd = activation_terms(spec, workload, "ddp")["forward_end"]
     priced = (fwd["activations"] + fwd.get("attention_bias", 0.0)) / spec.num_layers
     return {"attention": attention, "counted_per_token": counted / SEQ, "priced_per_token": priced / SEQ,
@@ -149,6 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", required=True, help="JSON file to write")
     p.add_argument("types", nargs="*", help=f"model types (default: {len(FAMILIES)} families)")
+    p.add_argument("--method", choices=("full", "lora"), default="full", help="full fine-tune, or peft's all-linear")
     args = p.parse_args(argv)
     warnings.filterwarnings("ignore")
     logging.disable(logging.WARNING)
@@ -159,14 +173,15 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         for model_type in args.types or FAMILIES:
             try:
-                results[model_type] = count_one(model_type, FAMILIES.get(model_type, {}), Path(tmp))
+                results[model_type] = count_one(model_type, FAMILIES.get(model_type, {}), Path(tmp), args.method)
             except Exception as exc:  # a family this tiny config does not build: listed, not guessed
                 first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
                 results[model_type] = {"error": f"{type(exc).__name__}: {first}"}
             print(model_type, results[model_type], flush=True)
     doc = {
         "what": "bytes per token a middle decoder layer keeps for backward, counted on the CPU, beside what "
-        "estimate.activations prices for it (full fine-tune, bf16, no checkpointing; bench/scripts/saved_audit.py)",
+        "estimate.activations prices for it (bf16, no checkpointing; bench/scripts/saved_audit.py)",
+        "method": args.method if args.method == "full" else "lora: peft all-linear, r 16, no dropout, bf16 autocast",
         "date": time.strftime("%Y-%m-%d"), "transformers": transformers.__version__, "torch": torch.__version__,
         "widths": {**WIDTHS, "seq_len": SEQ}, "results": results,
     }  # fmt: skip

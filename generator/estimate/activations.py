@@ -9,14 +9,18 @@ the residual stream: 2 when the model is bf16, 4 when fp32 weights run under bf1
   mask (dense SDPA, eager) transformers repeats k and v per query head first (sdpa_attention.py 42-51, 118-127), and
   the kernel keeps the repeated copies: 2q each instead of 2kv. SDPA's kernels write their output [b, s, heads, d]
   and return a transposed view, so transformers' `.transpose(1, 2).contiguous()` copies nothing and o_proj keeps the
-  tensor SDPA keeps (one 2q, not two); eager's matmul output is a fresh [b, heads, s, d], so its copy is o_proj's;
+  tensor SDPA keeps (one 2q, not two); eager's matmul output is a fresh [b, heads, s, d] that nothing keeps, and its
+  copy is o_proj's (its scores: attention.mask_bytes);
 - SwiGLU MLP: gate output (kept by silu), silu output and up output (kept by the product), the product (kept by
   down_proj): 8F. MoE: the routed experts, router and dispatch instead (generator/estimate/moe.py).
-The loss: while it is computed, the bf16 logits, their fp32 upcast (`logits.float()` in ForCausalLMLoss) and the
-log-softmax the cross-entropy keeps; through backward, the logits Accelerate returns (fp32 after
-convert_outputs_to_fp32; bf16 under DeepSpeed), and at its start the log-softmax with its two fp32 gradients.
+The loss (estimate.loss): while it is computed, the bf16 logits, their fp32 upcast (`logits.float()` in
+ForCausalLMLoss) and the log-softmax the cross-entropy keeps; through backward, the logits Accelerate returns (fp32
+after convert_outputs_to_fp32; bf16 under DeepSpeed), and at its start the log-softmax with its two fp32 gradients.
 Liger's fused linear cross-entropy materialises none of it.
 LoRA / QLoRA (peft 0.21) change what the layer keeps: see lora_saved_delta_per_token.
+A model sized on the meta device carries its own layer's count (ModelSpec.layer_saved): what it keeps beyond this
+formula at the counted path (another MLP, norm or projection layout, dropout) is added on every path and lever
+(estimate.own_layer.own_layer_delta).
 Attention masks (attention.mask_bytes): dense SDPA's bool mask is held from the forward through backward, and each
 attention call's bf16 bias lives with that layer's saved tensors (one layer under checkpointing, all without).
 """
@@ -25,6 +29,7 @@ from __future__ import annotations
 
 from generator.catalog import strategies as catalog
 from generator.estimate.attention import kernel_path, layer_groups, mask_bytes
+from generator.estimate.loss import LOSS_BACKWARD_BYTES, LOSS_FORWARD_BYTES, fused_head_bytes, logits_kept_bytes
 from generator.estimate.moe import (
     backward_transient_routes,
     expert_params,
@@ -32,9 +37,17 @@ from generator.estimate.moe import (
     moe_saved_bytes_per_token,
     shared_mlp,
 )
-from generator.estimate.own_layer import fused_qkv_bytes, norms_delta_per_token
+from generator.estimate.own_layer import fused_qkv_bytes, own_layer_delta
 from generator.estimate.scripts import liger_fused_loss, liger_kernels, script_facts
-from generator.estimate.states import LORA_TARGETS, adapted_input_width, adapted_targets, linear_dims, qlora_kept_bytes
+from generator.estimate.states import (
+    LORA_TARGETS,
+    adapted_input_width,
+    adapted_modules,
+    adapted_targets,
+    linear_dims,
+    own_linears_adapted,
+    qlora_kept_bytes,
+)
 from generator.estimate.types import Workload
 from generator.model.types import ModelSpec
 
@@ -48,9 +61,6 @@ BACKWARD_TRANSIENT_F_BYTES = 4.0
 # product's, so it sets the layer's backward peak. TRL's all-linear LoRA at 8,192 tokens read -5.4% allocated
 # before, -3.1% with it; no row was fitted.
 LORA_DOWN_TRANSIENT_F_BYTES = {False: 6.0, True: 8.0}  # keyed by dropout > 0
-# Loss terms in bytes per token per vocabulary entry (ForCausalLMLoss: logits.float() then cross_entropy).
-LOSS_FORWARD_BYTES = 10.0  # while the loss is computed: bf16 logits 2 + fp32 upcast 4 + log-softmax kept by nll 4
-LOSS_BACKWARD_BYTES = 12.0  # loss backward: log-softmax 4 + d(log-softmax) 4 + d(logits) 4, beside the kept logits
 # Dropout's saved mask, bytes per element: CUDA's native_dropout keeps a bool mask (ATen Dropout.cu allocates it as
 # kBool); the CPU kernel keeps a mask in the input's dtype instead (tests/test_estimate_lora_saved.py counts that).
 DROPOUT_MASK_BYTES = 1
@@ -84,7 +94,9 @@ def layer_saved_bytes_per_token(
     kv = q if path in ("sdpa_dense", "eager") else model.num_kv_heads * model.head_dim
     f = model.intermediate_size
     norms = 2 * ((r * h if liger else 4 * h + r * h) + 2 * h) + head_norm_bytes(model, liger)
-    attention = 4 * q + 4 * kv + o_proj_input_bytes(model, path) + fused_qkv_bytes(model, path)
+    # eager's AV product is not kept (only o_proj's contiguous copy of it); a kernel keeps its output
+    attention = (2 if path == "eager" else 4) * q + 4 * kv + o_proj_input_bytes(model, path)
+    attention += fused_qkv_bytes(model, path)
     # gate and up outputs (and, without Liger, the activation between them) in the MLP's element size, the product
     # kept by down_proj in bf16 (a frozen base's down keeps none: lora_saved_delta_per_token takes it back)
     mlp_f = (2 if liger else 3) * f * mlp_element_bytes(method, r) + 2 * f
@@ -140,13 +152,19 @@ def lora_saved_delta_per_token(
     and layer fewer; measured 12.5 GB less at 16,384 tokens on Mistral-7B, the formula 12.9: bench/REPORT.md).
     `targets`: the adapted projections (Workload.lora_targets). `dropout` > 0 (TRL's CLI default 0.05): peft runs
     `lora_A(dropout(x))` on each adapter's own fp32 copy of the input, and dropout keeps its bool mask (1 byte per
-    input element) for backward; the dropped tensor itself is what lora_A's bf16 copy is made from."""
+    input element) for backward; the dropped tensor itself is what lora_A's bf16 copy is made from. On an
+    architecture beyond the llama names, all-linear adapts its own Linears (states.own_linears_adapted: one copy
+    for a fused qkv_proj, none for a gate it does not have; under compile each keeps its own, an upper bound)."""
     h, f = model.hidden_size, model.intermediate_size
-    inputs = {t: d[0] for t, d in linear_dims(model).items()}
-    shared_input = {"k": "q", "v": "q", "up": "gate"} if compiled else {}  # adapters reading the same tensor
-    adapted_here = adapted_targets(model, targets)
-    copies = {shared_input.get(t, t): inputs[t] for t in adapted_here}
-    adapted = sum(2 * w for w in copies.values()) + 2 * lora_r * len(adapted_here)
+    if own_linears_adapted(model, targets):  # peft's all-linear on the model's own Linears: a copy for each
+        modules = adapted_modules(model, targets)
+        adapted = sum((2 * a + 2 * lora_r) * n for _, a, _, n in modules) / model.num_layers
+    else:
+        inputs = {t: d[0] for t, d in linear_dims(model).items()}
+        shared_input = {"k": "q", "v": "q", "up": "gate"} if compiled else {}  # adapters reading the same tensor
+        adapted_here = adapted_targets(model, targets)
+        copies = {shared_input.get(t, t): inputs[t] for t in adapted_here}
+        adapted = sum(2 * w for w in copies.values()) + 2 * lora_r * len(adapted_here)
     if dropout > 0:  # one mask per adapter (each applies its own dropout), shared inputs or not
         adapted += DROPOUT_MASK_BYTES * adapted_input_width(model, targets)
     # The inputs layer_saved_bytes_per_token already counts once each (a trained linear keeps them), now adapters' own.
@@ -183,32 +201,6 @@ def _expert_casts(model: ModelSpec, workload: Workload) -> tuple[bool, bool]:
     return casts and not workload.grad_checkpointing, casts
 
 
-def logits_kept_bytes(workload: Workload, strategy: str) -> float:
-    """Bytes per token per vocab entry of the logits the training loop holds through backward."""
-    if liger_fused_loss(workload):
-        return 0.0
-    return 2.0 if catalog.strategy(strategy).framework == "deepspeed" else 4.0
-
-
-# TRL's chunked fused LM head (trl/kernels/chunked_logprob.py 326-347, 404-413): tiles of at most this many tokens
-# by this many vocabulary entries, one bf16 tile buffer at a time (Triton folds the softmax into it in place).
-FUSED_HEAD_TOKEN_CHUNK = 4096
-FUSED_HEAD_VOCAB_CHUNK = 32768
-
-
-def fused_head_bytes(model: ModelSpec, workload: Workload) -> tuple[float, float]:
-    """(forward, backward) bytes of TRL's fused LM-head loss (`trainer` script), which never builds the logits.
-
-    Forward: the bf16 tile buffer. Backward: the tile again, the fp32 gradient of the hidden states [tokens, h], and,
-    when lm_head trains (full fine-tune), its fp32 gradient accumulator [vocab, h] (chunked_logprob.py 404-413)."""
-    tokens = workload.seq_len * workload.micro_batch
-    tile = 2.0 * min(tokens, FUSED_HEAD_TOKEN_CHUNK) * min(model.vocab_size, FUSED_HEAD_VOCAB_CHUNK)
-    grads = 4.0 * tokens * model.hidden_size
-    if workload.method == "full":
-        grads += 4.0 * model.vocab_size * model.hidden_size
-    return tile, tile + grads
-
-
 def _layer_bytes(model: ModelSpec, workload: Workload, r: float, liger: bool) -> float:
     """Bytes one decoder layer saves per token on the model's attention path, LoRA's extra tensors included.
 
@@ -222,12 +214,23 @@ def _layer_bytes(model: ModelSpec, workload: Workload, r: float, liger: bool) ->
     compiled = workload.layers_compiled
     shapes = liger or compiled
     per_token = layer_saved_bytes_per_token(model, r, shapes, path, workload.method, compiled)
-    per_token += norms_delta_per_token(model, workload.method == "full", shapes, r)  # the model's own norms
-    if workload.method in ("lora", "qlora"):
+    full = workload.method == "full"
+    per_token += own_layer_delta(model, full, shapes, r, _formula_as_counted(model, full))
+    if not full:
         per_token += lora_saved_delta_per_token(
             model, r, workload.lora_r, shapes, path, compiled, workload.lora_targets, workload.lora_dropout,
         )  # fmt: skip
-    return per_token
+    return max(per_token, 0.0)
+
+
+def _formula_as_counted(model: ModelSpec, full: bool) -> float | None:
+    """What the formula prices for the layer ModelSpec.layer_saved counted (its path, bf16, eager, no Liger; a frozen
+    base without adapters for LoRA), to set against the count; None where there is no count."""
+    counted = model.layer_saved
+    if counted is None:
+        return None
+    at = layer_saved_bytes_per_token(model, 2, False, counted.path, "full" if full else "lora")
+    return at if full else at + lora_saved_delta_per_token(model, 2, 0, False, counted.path, targets=())
 
 
 def activation_terms(model: ModelSpec, workload: Workload, strategy: str) -> dict[str, dict[str, float]]:

@@ -63,6 +63,8 @@ def kernel_path(model: ModelSpec, workload: Workload) -> str:
     """sdpa_dense | sdpa_causal | flex | eager (see the module docstring)."""
     if workload.attention in ("flex", "eager"):
         return workload.attention
+    if model.layer_saved is not None and model.layer_saved.path == "sdpa_dense":
+        return "sdpa_dense"  # a class that builds its mask always (Falcon: allow_is_causal_skip=False)
     window = model.sliding_window
     _, row = attention_rows(workload)
     if documents(workload) < row or (window and row >= window):
@@ -126,13 +128,25 @@ def mask_bytes(model: ModelSpec, workload: Workload) -> tuple[float, float]:
     layer takes it as an input), and of what each attention call derives from it and saves for its backward.
 
     Dense SDPA: a bool [mb, 1, s, s] mask; torch converts it per call to an additive bias in the query dtype (bf16)
-    that the memory-efficient kernel's backward reads again. Eager: a bf16 float mask, and per layer the softmax
-    probabilities of every head (bf16) kept for backward. flex and the flash path hold no s x s tensor."""
+    that the memory-efficient kernel's backward reads again. Eager: a bf16 float mask, and per layer what each head
+    keeps per score (eager_score_bytes). flex and the flash path hold no s x s tensor."""
     rows, length = attention_rows(workload)
     s2 = float(length) ** 2 * rows
     path = kernel_path(model, workload)
     if path == "sdpa_dense":
         return s2, 2.0 * s2
     if path == "eager":
-        return 2.0 * s2, 2.0 * s2 * model.num_heads
+        return 2.0 * s2, eager_score_bytes(model) * s2 * model.num_heads
     return 0.0, 0.0
+
+
+EAGER_SCORE_BYTES = 6.0
+"""Bytes transformers' eager_attention_forward keeps per score and head: `softmax(..., dtype=torch.float32)` keeps its
+fp32 output for its backward (4) and the AV matmul its bf16 copy (2). Counted on the meta device for Llama's layer
+(model.saved_count: 6.0); a model's own count replaces it (Gemma-2's softcapping keeps a tanh output too: 7.9)."""
+
+
+def eager_score_bytes(model: ModelSpec) -> float:
+    """EAGER_SCORE_BYTES, or the model's own count (ModelSpec.layer_saved)."""
+    counted = model.layer_saved
+    return counted.score_bytes if counted is not None and counted.score_bytes is not None else EAGER_SCORE_BYTES

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from generator.catalog import strategies as catalog
-from generator.estimate.activations import LOSS_BACKWARD_BYTES, activation_terms, residual_bytes
+from generator.estimate.activations import activation_terms, residual_bytes
 from generator.estimate.comm import communication
 from generator.estimate.compute_source import table_for, table_note
 from generator.estimate.compute_table import ComputeTable
 from generator.estimate.compute_time import MOE_OPERATORS_NOTE, moe_priced_by_operators
 from generator.estimate.hardware import gpu_known
 from generator.estimate.host_time import priced_as_mistral
+from generator.estimate.loss import LOSS_BACKWARD_BYTES
 from generator.estimate.moe import is_moe, mlp_element_bytes
 from generator.estimate.precision import transient_fp8_bytes
 from generator.estimate.scripts import liger_fused_loss, script_facts

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from generator.estimate.moe import expert_layer_count, expert_matrices, expert_rows
-from generator.estimate.states import adapted_targets
+from generator.estimate.states import adapted_modules
 from generator.estimate.types import Workload
 from generator.model.types import ModelSpec
 
@@ -68,11 +68,6 @@ def _aligned(*dims: int) -> bool:
     return all(d % FP8_DIM_MULTIPLE == 0 for d in dims)
 
 
-def lora_targets(model: ModelSpec, workload: Workload) -> tuple[str, ...]:
-    """The adapted projections (Workload.lora_targets) that exist as nn.Linear in this model (estimate.states)."""
-    return adapted_targets(model, workload.lora_targets)
-
-
 def linears(model: ModelSpec, workload: Workload) -> list[Linear]:
     """Every dense GEMM-bearing Linear of the model, LoRA's adapters included."""
     h, q, kv = model.hidden_size, model.num_heads * model.head_dim, model.num_kv_heads * model.head_dim
@@ -93,9 +88,8 @@ def linears(model: ModelSpec, workload: Workload) -> list[Linear]:
     out.append(Linear("lm_head", h, _lm_head_width(model, out), 1, full, False))
     if workload.method != "full":
         r = workload.lora_r
-        for t in lora_targets(model, workload):
-            a, b = dims[t]
-            out += [Linear(f"lora_A.{t}", a, r, layers, True, False), Linear(f"lora_B.{t}", r, b, layers, True, False)]
+        for t, a, b, n in adapted_modules(model, workload.lora_targets):
+            out += [Linear(f"lora_A.{t}", a, r, n, True, False), Linear(f"lora_B.{t}", r, b, n, True, False)]
     return out
 
 

@@ -1,12 +1,17 @@
 """What a model's own decoder layer keeps for backward beyond the llama layer the activation formula
-(estimate.activations) prices: its norms, counted, and a fused q/k/v projection's storage.
+(estimate.activations) prices.
 
-Norms: a model sized on the meta device carries its decoder block's norms as counted on the CPU (ModelSpec.norms:
-each norm module run alone on a bf16 input, trained and frozen). The llama RMSNorm keeps its fp32 upcast (4 bytes an
-element) and, with a trained weight, the normalised bf16 tensor the weight multiplies (2): 6 and 4. Gemma's and
-OLMo-2's multiply the weight in fp32 (8 and 4), Gemma-2/3 have four per layer, GPT-NeoX's LayerNorm keeps its bf16
-input and two floats a row (2). bench/scripts/saved_audit.py counts whole layers of each family on the CPU against
-the formula (bench/results/cpu-saved-audit-2026-12-04.json). Pure; no torch."""
+Counted whole (ModelSpec.layer_saved, model.saved_count): a model sized on the meta device ran its own layer's forward
+there once, trained and frozen, and the count stands in for the formula at the path and levers it ran under; the
+formula's own differences between paths and levers (another attention kernel, LoRA's adapters, Liger's or inductor's
+fused norms and activations, an fp32 stream) are kept on top. bench/scripts/saved_audit.py counts whole layers of
+each family on the CPU, from real tensors, against the estimate (bench/results/cpu-saved-audit-*.json).
+
+Where there is no count (a closed-form family, an MoE, a block meta cannot run): the norms, each counted alone on
+the CPU (ModelSpec.norms: each norm module run on a bf16 input, trained and frozen). The llama RMSNorm keeps its fp32
+upcast (4 bytes an element) and, with a trained weight, the normalised bf16 tensor the weight multiplies (2): 6 and
+4. Gemma's and OLMo-2's multiply the weight in fp32 (8 and 4), Gemma-2/3 have four per layer, GPT-NeoX's LayerNorm
+keeps its bf16 input and two floats a row (2). Pure; no torch."""
 
 from __future__ import annotations
 
@@ -27,18 +32,11 @@ def norms_delta_per_token(model: ModelSpec, trained: bool, fused: bool, residual
     13-15% below what they keep (bench/scripts/saved_audit.py), because the rest of their layer is not the formula's
     either (a GELU MLP priced as SwiGLU, a parallel block's shared norm); the saving waits until that is counted too,
     so no layer is priced below the llama formula's norms."""
-    layer = [(w, t if trained else f) for name, w, t, f in model.norms if name not in HEAD_NORMS]
-    if not layer:
+    if not any(name not in HEAD_NORMS for name, *_ in model.norms):
         return 0.0
     if fused:
-        return float(max(len(layer) - 2, 0) * residual * model.hidden_size)
-    delta = sum(w * b for w, b in layer) - 2 * LLAMA_NORM_BYTES[trained] * model.hidden_size
-    if model.qk_norm:
-        widths = {"q": model.num_heads * model.head_dim, "k": model.num_kv_heads * model.head_dim}
-        for name, _, t, f in model.norms:
-            if name in HEAD_NORMS:
-                delta += ((t if trained else f) - LLAMA_NORM_BYTES[trained]) * widths[name[0]]
-    return float(max(delta, 0.0))
+        return max(_fused_norms(model, residual), 0.0)
+    return float(max(_unfused_norms(model, trained), 0.0))
 
 
 def fused_qkv_bytes(model: ModelSpec, path: str) -> int:
@@ -48,10 +46,44 @@ def fused_qkv_bytes(model: ModelSpec, path: str) -> int:
     kernel gets v as it is (not repeated for GQA: SDPA's causal path, flex, or as many kv heads as heads). And RoPE
     of a slice makes q contiguous heads-first, which SDPA's output follows on the CPU, so o_proj's input is a copy
     (2 q; under eager and flex o_proj_input_bytes has it already). Counted on the CPU (bench/scripts/saved_audit.py,
-    Phi-3: 0.914 of what it keeps before, 1.00 with both); whether a GPU kernel's output follows q's layout too is
-    not checked, so the copy is priced as the CPU keeps it (at most 2 q too many)."""
+    Phi-3: 0.914 of what it keeps before, 1.00 with both); on the GPU the flash kernel's output follows q's layout too
+    (torch's meta kernel for it, written to match CUDA's, allocates it like q). A counted model's own layer has both
+    in its count (own_layer_delta)."""
     h, q, kv = model.hidden_size, model.num_heads * model.head_dim, model.num_kv_heads * model.head_dim
     if not any(a == h and b == q + 2 * kv for _, a, b, _ in model.layer_linears):
         return 0
     repeated = path in ("sdpa_dense", "eager") and kv != q
     return (0 if repeated else 2 * (q + kv)) + (2 * q if path.startswith("sdpa") else 0)
+
+
+def own_layer_delta(model: ModelSpec, trained: bool, fused: bool, residual: int, formula: float | None) -> float:
+    """Bytes per token and layer the model's own layer keeps beyond the formula: its count less `formula` (what the
+    formula prices for the layer as counted, activations._formula_as_counted), or without a count its norms
+    (norms_delta_per_token). `fused`: Liger's or inductor's norms, which keep only their input, where the count ran
+    the model's own; the rest of the difference (an MLP's, a projection's) is taken as counted."""
+    counted = model.layer_saved
+    if counted is None or formula is None:
+        return norms_delta_per_token(model, trained, fused, residual)
+    delta = (counted.trained if trained else counted.frozen) - formula
+    if fused and model.norms:  # the norms the count ran unfused, as a fused norm keeps them
+        delta += _fused_norms(model, residual) - _unfused_norms(model, trained)
+    return delta
+
+
+def _unfused_norms(model: ModelSpec, trained: bool) -> float:
+    """What the counted norms keep beyond the formula's llama norms, unfused (may be negative: a LayerNorm keeps
+    less)."""
+    delta = sum(w * (t if trained else f) for name, w, t, f in model.norms if name not in HEAD_NORMS)
+    delta -= 2 * LLAMA_NORM_BYTES[trained] * model.hidden_size
+    if model.qk_norm:
+        widths = {"q": model.num_heads * model.head_dim, "k": model.num_kv_heads * model.head_dim}
+        for name, _, t, f in model.norms:
+            if name in HEAD_NORMS:
+                delta += ((t if trained else f) - LLAMA_NORM_BYTES[trained]) * widths[name[0]]
+    return delta
+
+
+def _fused_norms(model: ModelSpec, residual: int) -> float:
+    """The same, fused: each norm beyond the formula's two keeps its `residual`-byte input."""
+    layer = [name for name, *_ in model.norms if name not in HEAD_NORMS]
+    return float((len(layer) - 2) * residual * model.hidden_size) if layer else 0.0

@@ -21,7 +21,7 @@ activations still held), "backward_end" (the first decoder layer's backward, nea
 from __future__ import annotations
 
 from generator.catalog import strategies as catalog
-from generator.estimate.scripts import ALL_LINEAR, script_facts
+from generator.estimate.scripts import ALL_LINEAR, lora_modules, script_facts
 from generator.estimate.types import Placement, Workload
 from generator.model.types import ModelSpec
 
@@ -67,16 +67,33 @@ def linear_dims(model: ModelSpec) -> dict[str, tuple[int, int]]:
     return {"q": (h, q), "k": (h, kv), "v": (h, kv), "o": (q, h), "gate": (h, f), "up": (h, f), "down": (f, h)}
 
 
-def adapted_input_width(model: ModelSpec, targets: tuple[str, ...] = LORA_TARGETS) -> int:
-    """Input features summed over one layer's adapted projections (what LoRA dropout runs over)."""
+def own_linears_adapted(model: ModelSpec, targets: tuple[str, ...] = LORA_TARGETS) -> bool:
+    """Whether LoRA adapts the model's own Linears rather than the llama names: all linear layers asked for, on a
+    dense architecture whose decoder lacks some of q/k/v/o/gate/up/down_proj (Phi-3's qkv_proj, GPT-NeoX's
+    dense_h_to_4h, GPT-2's Conv1D), where peft's all-linear resolves every Linear of its blocks (plan.lora_targets
+    has train.py say `--lora-targets all-linear` there). An MoE keeps the names: all-linear would adapt its router."""
+    if targets != ALL_LINEAR or model.linear_names is None or model.num_experts or not model.layer_linears:
+        return False
+    return any(m not in model.linear_names for m in lora_modules(ALL_LINEAR))
+
+
+def adapted_modules(model: ModelSpec, targets: tuple[str, ...] = LORA_TARGETS) -> tuple[tuple[str, int, int, int], ...]:
+    """(name, in_features, out_features, decoder layers having it) of each linear LoRA adapts: the model's own
+    (ModelSpec.layer_linears) where own_linears_adapted, else the targets by their llama names (linear_dims)."""
+    if own_linears_adapted(model, targets):
+        return tuple((name, a, b, n) for name, a, b, n in model.layer_linears)
     dims = linear_dims(model)
-    return sum(dims[t][0] for t in adapted_targets(model, targets))
+    return tuple((t, *dims[t], model.num_layers) for t in adapted_targets(model, targets))
+
+
+def adapted_input_width(model: ModelSpec, targets: tuple[str, ...] = LORA_TARGETS) -> float:
+    """Input features summed over one layer's adapted projections (what LoRA dropout runs over), mean over layers."""
+    return sum(a * n for _, a, _, n in adapted_modules(model, targets)) / model.num_layers
 
 
 def lora_params(model: ModelSpec, rank: int, targets: tuple[str, ...] = LORA_TARGETS) -> int:
-    """Adapter parameters: r x (in + out) per targeted linear per layer (MoE experts not adapted)."""
-    dims = linear_dims(model)
-    return model.num_layers * sum(rank * (a + b) for a, b in (dims[t] for t in adapted_targets(model, targets)))
+    """Adapter parameters: r x (in + out) per adapted linear (MoE experts not adapted)."""
+    return sum(rank * (a + b) * n for _, a, b, n in adapted_modules(model, targets))
 
 
 def trainable_params(model: ModelSpec, workload: Workload) -> int:

@@ -126,6 +126,7 @@ def _spec_by_meta(config: dict, name: str) -> ModelSpec:
         position_table=counts.position_table,
         experts_layout=counts.experts_layout,
         norms=counts.norms,
+        layer_saved=counts.saved,
         recurrent_layers=_recurrent_layers(dims),
         expert_layers=counts.expert_blocks if experts and 0 < counts.expert_blocks < layers else None,
     )

@@ -9,7 +9,8 @@ import logging
 from typing import NamedTuple
 
 from generator.errors import UserError
-from generator.model.types import positions_limit
+from generator.model.saved_count import layer_saved
+from generator.model.types import LayerSaved, positions_limit
 
 QUIET_LOGGERS = ("torchao", "torch.utils._pytree")
 """Loggers silenced below ERROR while the model is built: transformers imports torchao where it is installed, and on
@@ -71,6 +72,9 @@ class MetaCounts(NamedTuple):
     not_linear: tuple[str, ...] = ()
     """Names within their block of the GEMM modules in `linears` that are not nn.Linear (transformers' Conv1D in
     GPT-2 and OpenAI-GPT): peft adapts them, torchao's float8 conversion leaves them bf16 (ModelSpec.not_linear)."""
+    saved: LayerSaved | None = None
+    """What a decoder layer keeps for backward, counted on meta (model.saved_count; ModelSpec.layer_saved): dense
+    models only (an MoE's experts are the formula's, measured on the GPU)."""
 
 
 def _dim(config, key: str):
@@ -137,13 +141,20 @@ def meta_counts(config_dict: dict, name: str = "the model") -> MetaCounts:
     if dims["tie_word_embeddings"] is None:
         dims["tie_word_embeddings"] = getattr(config, "tie_word_embeddings", False)
     experts = sum(p.numel() for p in params if is_expert_tensor(p.shape))
-    block, names, qk_norm, linears, expert_blocks, not_linear = _decoder_block(model, dims.get("num_hidden_layers"))
+    layers = dims.get("num_hidden_layers")
+    block, names, qk_norm, linears, expert_blocks, not_linear = _decoder_block(model, layers)
     cls_name = type(block).__name__ if block is not None else None
-    return MetaCounts(
+    counts = MetaCounts(
         sum(p.numel() for p in params), experts, attentions, dims, cls_name, names, qk_norm, linears, expert_blocks,
         _experts_layout(model), _norms(block),
         _position_table(model, dims.get("max_position_embeddings")), not_linear,
     )  # fmt: skip
+    if experts or block is None:
+        return counts
+    stack = next((m for m in _language(model).modules() if type(m).__name__ == "ModuleList" and block in m), None)
+    with _quiet(QUIET_LOGGERS + ("transformers",)):  # the count last: it casts the model and switches its attention
+        saved = layer_saved(model, stack if stack is not None and len(stack) == layers else None, attentions)
+    return counts._replace(saved=saved)
 
 
 def _norms(block) -> tuple[tuple[str, int, float, float], ...]:

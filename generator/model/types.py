@@ -4,6 +4,23 @@ transformers (a preset, or config.json read as JSON); other architectures fall b
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
+
+
+class LayerSaved(NamedTuple):
+    """What one decoder layer of the model's own code keeps for backward, per token, counted on the meta device at
+    sizing (model.saved_count): bf16, dropout as configured, mean over the attention layers."""
+
+    path: str
+    """The attention path counted (estimate.attention.kernel_path): sdpa_causal (the flash kernel, no mask) or eager
+    (a class with no SDPA)."""
+    trained: float
+    """Bytes per token with every weight trained (a full fine-tune)."""
+    frozen: float
+    """Bytes per token with the weights frozen and the input requiring grad: LoRA's base before its adapters."""
+    score_bytes: float | None
+    """Bytes transformers' eager attention keeps per score (one query, one key, one head): its s x s terms; None
+    where eager was not counted."""
 
 
 @dataclass(frozen=True)
@@ -67,6 +84,9 @@ class ModelSpec:
     """The decoder block's norm modules as (leaf name, width, bytes per element kept for backward with the weight
     trained, with it frozen), each counted on the CPU on a bf16 input (model.meta._norms); () for the closed-form
     families, whose layer is the formula's (estimate.own_layer)."""
+    layer_saved: LayerSaved | None = None
+    """What the model's own decoder layer keeps for backward, counted (LayerSaved); None for the closed-form families,
+    whose layer is the formula's, and where the count could not run (an MoE, a block meta cannot run alone)."""
     position_table: bool = False
     """Absolute positions are rows of a table max_seq_len long (GPT-2, OPT, GPT-BigCode, GPT-Neo, BioGPT): a longer
     sequence indexes past it and the first step fails, where rotary and ALiBi models only extrapolate."""
