@@ -1,11 +1,11 @@
 """What each decoder layer keeps for backward, counted, against what the estimator prices, for the dense causal-LM
-families transformers builds: one forward and loss of a tiny model of each (4 layers, hidden 256, 8 heads, 512 tokens,
+families transformers builds: one forward and loss of a tiny model of each (4 layers, hidden 256, 8 heads, 640 tokens,
 bf16, SDPA where the class has it, dropout off: the GPU's flash kernels keep their dropout as a seed, not as a mask),
 every saved tensor recorded through saved_tensors_hooks and counted once per storage while the graph holds it
 (parameters left out), per layer, against estimate.activations' full fine-tune bytes per layer at the same widths.
 CPU only, under a minute. The activation formula is the llama layer's (two RMSNorms, a SwiGLU MLP); a model sized on
 the meta device carries its own layer's count from there (model.saved_count), and this checks that count, taken on
-meta tensors at 128 and 256 tokens, against real ones at 512, as the estimate prices it. `--method lora`: peft's
+meta tensors at 128, 256 and 512 tokens, against real ones at 640, as the estimate prices it. `--method lora`: peft's
 all-linear adapters, as train.py runs LoRA on these architectures.
 
     python bench/scripts/saved_audit.py --out bench/results/cpu-saved-audit-<date>.json [--method lora] [TYPE ...]
@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-SEQ, LAYERS = 512, 4
+SEQ, LAYERS = 640, 4  # a length the meta count (model.saved_count.TOKENS) does not run, and no weight's width
 WIDTHS = dict(vocab_size=1000, hidden_size=256, num_hidden_layers=LAYERS, num_attention_heads=8,
               max_position_embeddings=SEQ, tie_word_embeddings=False, use_cache=False, pad_token_id=0,
               bos_token_id=1, eos_token_id=2)  # fmt: skip
@@ -55,8 +55,15 @@ FAMILIES = {
     "gpt2": {},
     "gpt_bigcode": {"n_inner": 1024},
     "bloom": {},
+    "mixtral": {"intermediate_size": 512, "num_key_value_heads": 2, "num_local_experts": 4},
+    "qwen3_moe": {"moe_intermediate_size": 256, "num_key_value_heads": 2, "num_experts": 4, "head_dim": 32,
+                  "num_experts_per_tok": 2},
+    "olmoe": {"intermediate_size": 256, "num_key_value_heads": 2, "num_experts": 4, "num_experts_per_tok": 2},
+    "gpt_oss": {"intermediate_size": 256, "num_key_value_heads": 2, "num_local_experts": 4, "head_dim": 32},
 }  # fmt: skip
-"""Model type -> what its tiny config adds to WIDTHS (MLP width, kv heads, head width)."""
+"""Model type -> what its tiny config adds to WIDTHS (MLP width, kv heads, head width, experts). Not DeepSeek's MLA:
+the CPU's SDPA takes its math path (every score kept) for values narrower than queries, where the GPU's does not, so
+its count here says nothing of the GPU's."""
 DROPOUT_KEYS = ("attention_dropout", "attn_pdrop", "resid_pdrop", "embd_pdrop", "hidden_dropout", "dropout",
                 "attention_probs_dropout_prob", "hidden_dropout_prob", "summary_first_dropout")  # fmt: skip
 BLOCK = re.compile(r"\.(?:layers|h|blocks)\.(\d+)(?:\.|$)")
@@ -116,15 +123,17 @@ def saved_bytes_per_layer(model, inputs: dict, layers: int, keep_weight_shapes: 
     return per_layer
 
 
-def count_one(model_type: str, extra: dict, workdir: Path, method: str = "full") -> dict:
-    """One family's middle layer counted and priced. method "lora": peft's all-linear adapters (r 16, no dropout)
-    on the bf16 base under bf16 autocast, as train.py runs LoRA on an architecture beyond the llama names
-    (plan.lora_targets.peft_all_linear)."""
+def count_one(model_type: str, extra: dict, workdir: Path, method: str = "full", attention: str | None = None) -> dict:
+    """One family's middle layer counted and priced. method "lora": peft's adapters (r 16, no dropout) on the bf16
+    base under bf16 autocast, on what train.py adapts: all-linear on a dense architecture beyond the llama names
+    (plan.lora_targets.peft_all_linear), else the llama names the model has (an MoE's attention). `attention`: the
+    kernel (sdpa where the class has it, else eager)."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
     from generator.estimate.activations import activation_terms
-    from generator.estimate.scripts import ALL_LINEAR
+    from generator.estimate.scripts import ALL_LINEAR, lora_modules
+    from generator.estimate.states import own_linears_adapted
     from generator.estimate.types import Workload
     from generator.model import load_model
 
@@ -136,14 +145,15 @@ def count_one(model_type: str, extra: dict, workdir: Path, method: str = "full")
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "config.json").write_text(json.dumps({**config.to_dict(), "model_type": model_type}, default=str))
     spec = load_model(str(directory))
-    attention = "sdpa" if "sdpa" in spec.attentions else "eager"
+    attention = attention or ("sdpa" if "sdpa" in spec.attentions else "eager")
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(config, attn_implementation=attention).to(torch.bfloat16).train()
-    autocast = None
+    autocast, names = None, {name.rsplit(".", 1)[-1] for name, _ in model.named_modules()}
     if method == "lora":
         from peft import LoraConfig, get_peft_model
 
-        adapters = LoraConfig(r=16, lora_alpha=32, lora_dropout=0.0, target_modules="all-linear", task_type="CAUSAL_LM")
+        targets = "all-linear" if own_linears_adapted(spec) else [m for m in lora_modules(ALL_LINEAR) if m in names]
+        adapters = LoraConfig(r=16, lora_alpha=32, lora_dropout=0.0, target_modules=targets, task_type="CAUSAL_LM")
         model, autocast = get_peft_model(model, adapters).train(), torch.bfloat16
     ids = torch.randint(3, WIDTHS["vocab_size"], (1, SEQ))
     counted = saved_bytes_per_layer(model, {"input_ids": ids, "labels": ids}, LAYERS, autocast=autocast)[1]

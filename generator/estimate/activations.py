@@ -215,7 +215,8 @@ def _layer_bytes(model: ModelSpec, workload: Workload, r: float, liger: bool) ->
     shapes = liger or compiled
     per_token = layer_saved_bytes_per_token(model, r, shapes, path, workload.method, compiled)
     full = workload.method == "full"
-    per_token += own_layer_delta(model, full, shapes, r, _formula_as_counted(model, full))
+    tokens = workload.seq_len * workload.micro_batch
+    per_token += own_layer_delta(model, full, shapes, r, _formula_as_counted(model, full), tokens)
     if not full:
         per_token += lora_saved_delta_per_token(
             model, r, workload.lora_r, shapes, path, compiled, workload.lora_targets, workload.lora_dropout,

@@ -56,15 +56,21 @@ def fused_qkv_bytes(model: ModelSpec, path: str) -> int:
     return (0 if repeated else 2 * (q + kv)) + (2 * q if path.startswith("sdpa") else 0)
 
 
-def own_layer_delta(model: ModelSpec, trained: bool, fused: bool, residual: int, formula: float | None) -> float:
+def own_layer_delta(
+    model: ModelSpec, trained: bool, fused: bool, residual: int, formula: float | None, tokens: int
+) -> float:
     """Bytes per token and layer the model's own layer keeps beyond the formula: its count less `formula` (what the
-    formula prices for the layer as counted, activations._formula_as_counted), or without a count its norms
-    (norms_delta_per_token). `fused`: Liger's or inductor's norms, which keep only their input, where the count ran
-    the model's own; the rest of the difference (an MLP's, a projection's) is taken as counted."""
+    formula prices for the layer as counted, activations._formula_as_counted), with what it keeps whatever its
+    tokens spread over the micro-batch's `tokens`; or without a count its norms (norms_delta_per_token). `fused`:
+    Liger's or inductor's norms, which keep only their input, where the count ran the model's own; the rest of the
+    difference (an MLP's, a projection's) is taken as counted."""
     counted = model.layer_saved
     if counted is None or formula is None:
         return norms_delta_per_token(model, trained, fused, residual)
-    delta = (counted.trained if trained else counted.frozen) - formula
+    per_token, per_layer = (
+        (counted.trained, counted.per_layer) if trained else (counted.frozen, counted.per_layer_frozen)
+    )
+    delta = per_token + per_layer / tokens - formula
     if fused and model.norms:  # the norms the count ran unfused, as a fused norm keeps them
         delta += _fused_norms(model, residual) - _unfused_norms(model, trained)
     return delta

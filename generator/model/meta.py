@@ -73,8 +73,7 @@ class MetaCounts(NamedTuple):
     """Names within their block of the GEMM modules in `linears` that are not nn.Linear (transformers' Conv1D in
     GPT-2 and OpenAI-GPT): peft adapts them, torchao's float8 conversion leaves them bf16 (ModelSpec.not_linear)."""
     saved: LayerSaved | None = None
-    """What a decoder layer keeps for backward, counted on meta (model.saved_count; ModelSpec.layer_saved): dense
-    models only (an MoE's experts are the formula's, measured on the GPU)."""
+    """What a decoder layer keeps for backward, counted on meta (model.saved_count; ModelSpec.layer_saved)."""
 
 
 def _dim(config, key: str):
@@ -149,7 +148,7 @@ def meta_counts(config_dict: dict, name: str = "the model") -> MetaCounts:
         _experts_layout(model), _norms(block),
         _position_table(model, dims.get("max_position_embeddings")), not_linear,
     )  # fmt: skip
-    if experts or block is None:
+    if block is None:
         return counts
     stack = next((m for m in _language(model).modules() if type(m).__name__ == "ModuleList" and block in m), None)
     with _quiet(QUIET_LOGGERS + ("transformers",)):  # the count last: it casts the model and switches its attention

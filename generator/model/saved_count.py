@@ -8,10 +8,12 @@ so the count is the GPU graph's for the model's own code, whatever its MLP, norm
 
 Attention: on meta, SDPA would take its math path and keep every score; during the count it runs the flash kernel's
 own op (aten._scaled_dot_product_flash_attention, what the GPU runs for a causal batch without a mask: it keeps q, k
-and v as given, its output laid out like q, a float per head and row), through transformers' attention interface
-where the class takes one, else in place of F.scaled_dot_product_attention. That is the estimator's sdpa_causal
-path; a model with no SDPA counts its eager path. transformers' eager attention is counted at two lengths for what it
-keeps per score (its s x s terms). Torch is imported only here, only when sizing builds a model."""
+and v as given, its output laid out like q, a float per head and row; the memory-efficient op where values are
+narrower than queries, as MLA's), through transformers' attention interface where the class takes one, else in place
+of F.scaled_dot_product_attention. That is the estimator's sdpa_causal path; a model with no SDPA counts its eager
+path. transformers' eager attention is counted too, for what it keeps per score (its s x s terms). Each is counted at
+three lengths, which also gives what a layer keeps whatever its tokens. An MoE's experts run transformers' grouped_mm
+path, as on an H100 or H200. Torch is imported only here, only when sizing builds a model."""
 
 from __future__ import annotations
 
@@ -22,8 +24,8 @@ from typing import NamedTuple
 
 from generator.model.types import LayerSaved
 
-TOKENS = (128, 256)
-"""Sequence lengths of the count (batch 1): per-token bytes must agree at both, or an s x s term was kept."""
+TOKENS = (128, 256, 512)
+"""Sequence lengths of the count (batch 1): three points of a layer's bytes against its tokens."""
 ATTENTION = "saved_count"
 """Name of the stand-in registered with transformers' attention interface (a name with "flash" in it would make
 transformers look for a flash-attention package)."""
@@ -31,7 +33,8 @@ COUNTED_LAYERS = 6
 """Decoder blocks the count runs (the first ones; the rest are set aside for it): the first keeps the rotary tables
 every layer shares, the others are the mean."""
 LINEAR_TOLERANCE = 0.01
-"""Relative difference of the per-token counts at the two lengths past which the path kept an s x s term."""
+"""How far off the line through the first two lengths the causal path's third may be before it counts as having kept
+an s x s term."""
 
 
 class _Box:
@@ -42,7 +45,11 @@ class _Box:
 
 def layer_saved(model, stack, attentions: tuple[str, ...]) -> LayerSaved | None:
     """The count for `model` (built on meta) whose decoder blocks are the ModuleList `stack`; None where it cannot be
-    taken (a forward meta cannot run, an s x s term on the causal path, no attention layer found)."""
+    taken (a forward meta cannot run, an s x s term on the causal path, no attention layer found).
+
+    A layer keeps c(s) = C + a s + b s^2 bytes at s tokens: C what does not grow with them (DeepSeek-V3's router
+    keeps an fp32 copy of its weight, 7 MB a layer), a per token, b per query and key pair (eager's scores, over the
+    heads). The causal path is fitted on its first two lengths with b = 0 and must hold at the third."""
     import torch
 
     if stack is None or not len(stack):
@@ -50,37 +57,62 @@ def layer_saved(model, stack, attentions: tuple[str, ...]) -> LayerSaved | None:
     backend = bool(getattr(type(model), "_supports_attention_backend", False))
     path = "sdpa_causal" if backend or "sdpa" in attentions else "eager"
     model.to(torch.bfloat16).train()
-    short, long = TOKENS
     rest = list(stack)[COUNTED_LAYERS:]  # every block of a deep model runs each count: the first few do
     del stack[COUNTED_LAYERS:]
     try:
-        causal = _counts(model, stack, ATTENTION if backend else "sdpa", ((True, short), (True, long), (False, short)))
-        eager = _counts(model, stack, "eager", ((True, short), (True, long), (False, short), (False, long)))
+        kernel = ATTENTION if backend else "sdpa"
+        causal = [_counts(model, stack, kernel, trained) for trained in (True, False)] if path != "eager" else []
+        eager = [_counts(model, stack, "eager", trained) for trained in (True, False)]
     finally:
         stack.extend(rest)
         model.requires_grad_(True)
-    score = linear = frozen = None
-    if eager is not None:  # per token, c(s) / s = a + b s: b over the heads of one layer is what a score keeps
-        (t1, heads, _), (t2, _, _), (f1, _, _), (f2, _, _) = eager
-        b_trained, b_frozen = (t2 - t1) / (long - short), (f2 - f1) / (long - short)
-        score = round(b_trained / heads, 3)
-        linear, frozen = t1 - b_trained * short, f1 - b_frozen * short
-    if path == "sdpa_causal":
-        if causal is None:
+    score = None
+    if None not in eager:  # b over the heads of one layer is what a score keeps
+        fits = [_quadratic(counts) for counts in eager]
+        score = round(fits[0][2] / eager[0][0].heads, 3)
+    if path == "eager":
+        if None in eager:
             return None
-        (linear, _, masked), (longer, _, _), (frozen, _, _) = causal
-        if abs(longer - linear) > LINEAR_TOLERANCE * linear:
+        (constant, linear, _), (frozen_constant, frozen, _) = fits
+    else:
+        if None in causal:
             return None
-        path = "sdpa_dense" if masked else path
-    if linear is None:
-        return None
-    return LayerSaved(path, round(linear, 1), round(frozen, 1), score)
+        (constant, linear), (frozen_constant, frozen) = (_linear(counts) for counts in causal)
+        if any(_off_line(counts) for counts in causal):
+            return None
+        path = "sdpa_dense" if causal[0][0].masked else path
+    return LayerSaved(
+        path, round(linear, 1), round(frozen, 1), score, round(max(constant, 0.0)), round(max(frozen_constant, 0.0))
+    )
 
 
-def _counts(model, stack, kernel: str, runs) -> list[_Count] | None:
-    """_per_token for each (trained, tokens) of `runs` under one kernel; None where any cannot be counted."""
+def _linear(counts: list[_Count]) -> tuple[float, float]:
+    """(C, a) through the first two lengths."""
+    (s1, c1), (s2, c2) = ((s, c.per_token * s) for s, c in zip(TOKENS[:2], counts, strict=False))
+    a = (c2 - c1) / (s2 - s1)
+    return c1 - a * s1, a
+
+
+def _off_line(counts: list[_Count]) -> bool:
+    """The third length off the line through the first two: the path kept an s x s term."""
+    constant, a = _linear(counts)
+    s3, c3 = TOKENS[2], counts[2].per_token * TOKENS[2]
+    return abs(c3 - (constant + a * s3)) > LINEAR_TOLERANCE * c3
+
+
+def _quadratic(counts: list[_Count]) -> tuple[float, float, float]:
+    """(C, a, b) through the three lengths."""
+    (s1, s2, s3), (c1, c2, c3) = TOKENS, (c.per_token * s for s, c in zip(TOKENS, counts, strict=True))
+    d1, d2 = (c2 - c1) / (s2 - s1), (c3 - c2) / (s3 - s2)
+    b = (d2 - d1) / (s3 - s1)
+    a = d1 - b * (s1 + s2)
+    return c1 - a * s1 - b * s1 * s1, a, b
+
+
+def _counts(model, stack, kernel: str, trained: bool) -> list[_Count] | None:
+    """_per_token at each of TOKENS under one kernel; None where any cannot be counted."""
     try:
-        counts = [_per_token(model, stack, kernel, trained, tokens) for trained, tokens in runs]
+        counts = [_per_token(model, stack, kernel, trained, tokens) for tokens in TOKENS]
     except Exception:  # an op meta cannot run, a block that needs more than its input: the formula prices the layer
         return None
     return None if None in counts else counts
@@ -172,22 +204,24 @@ def _stand_ins(attended):
     import transformers.masking_utils as masking
     from transformers import AttentionInterface, AttentionMaskInterface
 
-    functional = torch.nn.functional
+    functional, aten = torch.nn.functional, torch.ops.aten
     original_sdpa, original_packed = functional.scaled_dot_product_attention, masking.find_packed_sequence_indices
 
     def flash(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
         # a class that always builds a mask (Falcon: allow_is_causal_skip=False) runs the masked kernel on the GPU:
         # it keeps what flash keeps besides the mask's bias, which the estimator prices on its own (mask_bytes)
         attended(query.shape[1], attn_mask is not None)
-        out = torch.ops.aten._scaled_dot_product_flash_attention(query, key, value, dropout_p, True, False, scale=scale)
-        return out[0]
+        if value.shape[-1] != query.shape[-1]:  # MLA's narrower values: flash takes one head width, SDPA picks this
+            return aten._scaled_dot_product_efficient_attention(query, key, value, None, True, dropout_p, True)[0]
+        return aten._scaled_dot_product_flash_attention(query, key, value, dropout_p, True, False, scale=scale)[0]
 
     def interface(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kwargs):
         out = flash(query, key, value, None, dropout if module.training else 0.0, True, scaling)
         return out.transpose(1, 2).contiguous(), None
 
-    def softmax(*args, **kwargs):  # transformers' eager attention (the MoE routers are never counted)
-        attended(args[0].shape[-3] if args[0].dim() >= 3 else 1, True)
+    def softmax(*args, **kwargs):  # transformers' eager attention, over [batch, heads, queries, keys] (not a router)
+        if args[0].dim() == 4:
+            attended(args[0].shape[1], False)
         return original_softmax(*args, **kwargs)
 
     original_softmax = functional.softmax

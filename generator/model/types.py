@@ -21,6 +21,10 @@ class LayerSaved(NamedTuple):
     score_bytes: float | None
     """Bytes transformers' eager attention keeps per score (one query, one key, one head): its s x s terms; None
     where eager was not counted."""
+    per_layer: int = 0
+    """Bytes a layer keeps whatever its tokens, trained (DeepSeek-V3's router: an fp32 copy of its weight)."""
+    per_layer_frozen: int = 0
+    """The same, frozen."""
 
 
 @dataclass(frozen=True)
