@@ -19,8 +19,6 @@ import re
 import sys
 import tempfile
 import time
-import weakref
-from collections import Counter
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -69,53 +67,35 @@ DROPOUT_KEYS = ("attention_dropout", "attn_pdrop", "resid_pdrop", "embd_pdrop", 
 BLOCK = re.compile(r"\.(?:layers|h|blocks)\.(\d+)(?:\.|$)")
 
 
-class _Box:
-    """What the graph holds instead of the tensor, so the count forgets a storage when its last holder is freed."""
-
-    __slots__ = ("t", "__weakref__")
-
-
 def saved_bytes_per_layer(model, inputs: dict, layers: int, keep_weight_shapes: bool = False, autocast=None):
-    """Bytes of unique storages each decoder layer's modules saved for backward and still hold after the loss,
-    leaving out parameters and bf16 copies of them (the estimator counts weights elsewhere), unless
-    `keep_weight_shapes`: then a tensor shaped like its module's weight counts too (peft's folded expert stacks).
-    `autocast`: a dtype to run the forward under CPU autocast (what Accelerate's mixed_precision does), or None."""
+    """Bytes of unique storages each decoder layer's modules saved for backward and still hold after the loss
+    (model.saved_count.SavedStorages), leaving out parameters and bf16 copies of them (the estimator counts weights
+    elsewhere), unless `keep_weight_shapes`: then a tensor shaped like its module's weight counts too (peft's folded
+    expert stacks). `autocast`: a dtype to run the forward under CPU autocast (what Accelerate's mixed_precision
+    does), or None."""
     import torch
 
-    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
-    stack, owner, holders = ["<root>"], {}, Counter()
+    from generator.model.saved_count import SavedStorages
+
+    stack = ["<root>"]
     weight_shapes: dict[str, set] = {}
     for name, mod in model.named_modules():
         weight_shapes[name] = {s for p in mod.parameters(recurse=False) for s in (p.shape, p.shape[::-1])}
         mod.register_forward_pre_hook(lambda m, a, name=name: stack.append(name))  # append returns None
         mod.register_forward_hook(lambda m, a, o: stack.__delitem__(-1))  # returns None: the output stays
 
-    def release(key):
-        holders[key] -= 1
-        if not holders[key]:
-            del owner[key]
+    def weight_like(t) -> bool:
+        return not keep_weight_shapes and tuple(t.shape[::-1]) in weight_shapes.get(stack[-1], ())
 
-    def pack(t):
-        storage = t.untyped_storage()
-        key = storage.data_ptr()
-        weight_like = not keep_weight_shapes and tuple(t.shape[::-1]) in weight_shapes.get(stack[-1], ())
-        if key not in params and not weight_like:
-            owner.setdefault(key, (stack[-1], storage.nbytes()))
-            holders[key] += 1
-        box = _Box()
-        box.t = t
-        if key in owner:
-            weakref.finalize(box, release, key)
-        return box
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda box: box.t):
+    saved = SavedStorages(model, lambda: stack[-1], weight_like)
+    with saved.hooks():
         if autocast is not None:
             with torch.autocast("cpu", dtype=autocast):
                 loss = model(**inputs).loss
         else:
             loss = model(**inputs).loss
     per_layer = [0] * layers
-    for name, nbytes in owner.values():
+    for name, nbytes in saved.by_owner().items():
         found = BLOCK.search(name)
         if found:
             per_layer[int(found.group(1))] += nbytes

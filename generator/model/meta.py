@@ -9,7 +9,7 @@ import logging
 from typing import NamedTuple
 
 from generator.errors import UserError
-from generator.model.saved_count import layer_saved
+from generator.model.saved_count import SavedStorages, layer_saved
 from generator.model.types import LayerSaved, positions_limit
 
 QUIET_LOGGERS = ("torchao", "torch.utils._pytree")
@@ -151,9 +151,12 @@ def meta_counts(config_dict: dict, name: str = "the model") -> MetaCounts:
     if block is None:
         return counts
     stack = next((m for m in _language(model).modules() if type(m).__name__ == "ModuleList" and block in m), None)
+    if stack is None or len(stack) != layers:
+        return counts
+    # an MoE's per-layer terms are its expert layers' (DeepSeek's first dense layers are not counted among them)
+    moe = [i for i, b in enumerate(stack) if any(is_expert_tensor(p.shape) for p in b.parameters())]
     with _quiet(QUIET_LOGGERS + ("transformers",)):  # the count last: it casts the model and switches its attention
-        saved = layer_saved(model, stack if stack is not None and len(stack) == layers else None, attentions)
-    return counts._replace(saved=saved)
+        return counts._replace(saved=layer_saved(model, stack, attentions, moe if experts and moe else None))
 
 
 def _norms(block) -> tuple[tuple[str, int, float, float], ...]:
@@ -182,20 +185,13 @@ def _saved_per_element(norm, width: int, trained: bool) -> float:
     import torch
 
     norm.requires_grad_(trained)
-    params = {p.untyped_storage().data_ptr() for p in norm.parameters()}
-    kept: dict[int, int] = {}
-
-    def pack(t):
-        storage = t.untyped_storage()
-        if storage.data_ptr() not in params:
-            kept[storage.data_ptr()] = storage.nbytes()
-        return t
-
     x = torch.randn(2, 8, width, dtype=torch.bfloat16, requires_grad=True)
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+    saved = SavedStorages(norm, lambda: None)
+    with saved.hooks():
         y = norm(x)
+    kept = sum(saved.by_owner().values())
     del y
-    return sum(kept.values()) / x.numel()
+    return kept / x.numel()
 
 
 def odd_layout(experts) -> list[str]:

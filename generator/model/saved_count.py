@@ -43,9 +43,52 @@ class _Box:
     __slots__ = ("t", "__weakref__")
 
 
-def layer_saved(model, stack, attentions: tuple[str, ...]) -> LayerSaved | None:
-    """The count for `model` (built on meta) whose decoder blocks are the ModuleList `stack`; None where it cannot be
-    taken (a forward meta cannot run, an s x s term on the causal path, no attention layer found).
+class SavedStorages:
+    """The storages autograd saves for backward while `hooks()` is on, each counted once while the graph holds it,
+    against where() at its first save; the model's parameters (views of them included) and what skip(t) names are
+    left out. bench/scripts/saved_audit.py counts real tensors with it too."""
+
+    def __init__(self, model, where, skip=None):
+        self.params = {p.untyped_storage()._cdata for p in model.parameters()}
+        self.where, self.skip = where, skip
+        self.owner: dict[int, tuple[object, int]] = {}
+        self.holders: Counter = Counter()
+
+    def hooks(self):
+        import torch
+
+        return torch.autograd.graph.saved_tensors_hooks(self._pack, lambda box: box.t)
+
+    def by_owner(self) -> Counter:
+        """Bytes still held, by where they were first saved."""
+        totals: Counter = Counter()
+        for where, nbytes in self.owner.values():
+            totals[where] += nbytes
+        return totals
+
+    def _release(self, key: int) -> None:
+        self.holders[key] -= 1
+        if not self.holders[key]:
+            del self.owner[key]
+
+    def _pack(self, t):
+        storage = t.untyped_storage()
+        key = storage._cdata
+        if key not in self.params and not (self.skip and self.skip(t)):
+            self.owner.setdefault(key, (self.where(), storage.nbytes()))
+            self.holders[key] += 1
+        box = _Box()
+        box.t = t
+        if key in self.owner:
+            weakref.finalize(box, self._release, key)
+        return box
+
+
+def layer_saved(model, stack, attentions: tuple[str, ...], kind: list[int] | None = None) -> LayerSaved | None:
+    """The count for `model` (built on meta) whose decoder blocks are the ModuleList `stack`, the mean over the
+    blocks `kind` lists (the layers the estimate's per-layer terms describe: an MoE's expert layers, not DeepSeek's
+    first dense ones; every block where None); None where it cannot be taken (a forward meta cannot run, an s x s
+    term on the causal path, no attention layer found).
 
     A layer keeps c(s) = C + a s + b s^2 bytes at s tokens: C what does not grow with them (DeepSeek-V3's router
     keeps an fp32 copy of its weight, 7 MB a layer), a per token, b per query and key pair (eager's scores, over the
@@ -57,25 +100,29 @@ def layer_saved(model, stack, attentions: tuple[str, ...]) -> LayerSaved | None:
     backend = bool(getattr(type(model), "_supports_attention_backend", False))
     path = "sdpa_causal" if backend or "sdpa" in attentions else "eager"
     model.to(torch.bfloat16).train()
-    rest = list(stack)[COUNTED_LAYERS:]  # every block of a deep model runs each count: the first few do
-    del stack[COUNTED_LAYERS:]
+    kind = set(range(len(stack)) if kind is None else kind)
+    # every block of a deep model runs each count: the first few do, with at least three of the kind
+    runs = max(COUNTED_LAYERS, sorted(kind)[min(len(kind), 3) - 1] + 1 if kind else 0)
+    rest = list(stack)[runs:]
+    del stack[runs:]
     try:
-        kernel = ATTENTION if backend else "sdpa"
-        causal = [_counts(model, stack, kernel, trained) for trained in (True, False)] if path != "eager" else []
-        eager = [_counts(model, stack, "eager", trained) for trained in (True, False)]
+        # each stops at the first count that fails or finds no attention layer (a recurrent model, whose reference
+        # scan takes seconds a pass on meta)
+        causal = _both(model, stack, ATTENTION if backend else "sdpa", kind) if path != "eager" else None
+        eager = _both(model, stack, "eager", kind) if path == "eager" or causal is not None else None
     finally:
         stack.extend(rest)
         model.requires_grad_(True)
     score = None
-    if None not in eager:  # b over the heads of one layer is what a score keeps
+    if eager is not None:  # b over the heads of one layer is what a score keeps
         fits = [_quadratic(counts) for counts in eager]
         score = round(fits[0][2] / eager[0][0].heads, 3)
     if path == "eager":
-        if None in eager:
+        if eager is None:
             return None
         (constant, linear, _), (frozen_constant, frozen, _) = fits
     else:
-        if None in causal:
+        if causal is None:
             return None
         (constant, linear), (frozen_constant, frozen) = (_linear(counts) for counts in causal)
         if any(_off_line(counts) for counts in causal):
@@ -109,57 +156,49 @@ def _quadratic(counts: list[_Count]) -> tuple[float, float, float]:
     return c1 - a * s1 - b * s1 * s1, a, b
 
 
-def _counts(model, stack, kernel: str, trained: bool) -> list[_Count] | None:
+def _both(model, stack, kernel: str, kind: set[int]) -> list[list[_Count]] | None:
+    """_counts trained, then frozen; None where either cannot be taken."""
+    trained = _counts(model, stack, kernel, True, kind)
+    frozen = _counts(model, stack, kernel, False, kind) if trained is not None else None
+    return None if frozen is None else [trained, frozen]
+
+
+def _counts(model, stack, kernel: str, trained: bool, kind: set[int]) -> list[_Count] | None:
     """_per_token at each of TOKENS under one kernel; None where any cannot be counted."""
-    try:
-        counts = [_per_token(model, stack, kernel, trained, tokens) for tokens in TOKENS]
-    except Exception:  # an op meta cannot run, a block that needs more than its input: the formula prices the layer
-        return None
-    return None if None in counts else counts
+    counts = []
+    for tokens in TOKENS:
+        try:
+            counts.append(_per_token(model, stack, kernel, trained, tokens, kind))
+        except Exception:  # an op meta cannot run, a block that needs more than its input: the formula prices it
+            return None
+        if counts[-1] is None:
+            return None
+    return counts
 
 
 class _Count(NamedTuple):
     per_token: float
-    """Bytes per token the attention layers keep, mean over them, the first left out where others exist (it also keeps
-    the rotary tables all layers share)."""
+    """Bytes per token the attention layers of the kind keep, mean over them, the first block left out where others
+    exist (it also keeps the rotary tables all layers share)."""
     heads: int
     """Query heads of one such layer."""
     masked: bool
     """A mask reached the attention kernel."""
 
 
-def _per_token(model, stack, kernel: str, trained: bool, tokens: int) -> _Count | None:
+def _per_token(model, stack, kernel: str, trained: bool, tokens: int, kind: set[int]) -> _Count | None:
     """One forward's count; None where no layer ran attention."""
     import torch
 
     model.requires_grad_(trained)
-    params = {p.untyped_storage()._cdata for p in model.parameters()}
     current: list[int | None] = [None]
     attention_layers: dict[int, int] = {}
     masks: list[bool] = []
-    owner: dict[int, tuple[int | None, int]] = {}
-    holders: Counter = Counter()
+    saved = SavedStorages(model, lambda: current[0])
     hooks = []
     for i, block in enumerate(stack):
         hooks.append(block.register_forward_pre_hook(lambda m, a, i=i: current.__setitem__(0, i)))
         hooks.append(block.register_forward_hook(lambda m, a, o: current.__setitem__(0, None)))
-
-    def release(key):
-        holders[key] -= 1
-        if not holders[key]:
-            del owner[key]
-
-    def pack(t):
-        storage = t.untyped_storage()
-        key = storage._cdata
-        if key not in params:
-            owner.setdefault(key, (current[0], storage.nbytes()))
-            holders[key] += 1
-        box = _Box()
-        box.t = t
-        if key in owner:
-            weakref.finalize(box, release, key)
-        return box
 
     def attended(heads: int, masked: bool) -> None:
         if current[0] is not None:
@@ -169,18 +208,16 @@ def _per_token(model, stack, kernel: str, trained: bool, tokens: int) -> _Count 
     hidden = model.get_input_embeddings().weight.shape[-1]
     embeds = torch.empty(1, tokens, hidden, device="meta", dtype=torch.bfloat16, requires_grad=True)
     try:
-        with _stand_ins(attended), torch.autograd.graph.saved_tensors_hooks(pack, lambda box: box.t):
+        with _stand_ins(attended), saved.hooks():
             _set_kernel(model, kernel)
             out = _decoder(model)(inputs_embeds=embeds, use_cache=False)
-        per_layer = Counter()
-        for layer, nbytes in owner.values():
-            per_layer[layer] += nbytes
+        per_layer = saved.by_owner()
         del out
     finally:
         for h in hooks:
             h.remove()
-    layers = sorted(attention_layers)
-    layers = layers[1:] if len(layers) > 1 else layers
+    layers = sorted(i for i in attention_layers if i in kind)
+    layers = layers[1:] if len(layers) > 1 and layers[0] == 0 else layers
     if not layers:
         return None
     return _Count(sum(per_layer[i] for i in layers) / len(layers) / tokens, attention_layers[layers[0]], any(masks))
