@@ -1,7 +1,8 @@
 """`plan` over every causal-LM type the installed transformers knows, each with that type's default config (most are a
 released checkpoint's shape): does it plan a LoRA run on 8x H200 (at plan's default length: 4,096 tokens, or the
 model's positions where fewer), is it too large for that (said in one line), or is it refused in one line (and why).
-CPU only, about a minute with the meta cache cold. The README's "Which models" counts come from this file's output.
+CPU only, about two minutes with the meta cache cold (each model's own layer is counted as it is sized). The README's
+"Which models" counts come from this file's output.
 
     python bench/scripts/model_types.py --out bench/results/cpu-model-types-<date>.json
 """
