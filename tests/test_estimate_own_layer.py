@@ -88,3 +88,36 @@ def test_a_layer_meta_cannot_run_is_priced_by_the_formula_and_its_norms(tmp_path
         activation_terms(m, workload, "ddp")["forward_end"]["activations"] for m in (counted, uncounted)
     )
     assert abs(without / with_count - 1) < 0.02  # Gemma-3's norms were the whole difference from the formula
+
+
+def test_an_moe_counts_its_expert_layers_and_what_a_layer_keeps_whatever_its_tokens(tmp_path: Path, monkeypatch):
+    """DeepSeek-V3's router multiplies in fp32 and keeps an fp32 copy of its weight for backward (4 experts x 256
+    wide x 4 bytes a layer, whatever the tokens: the count's constant, which the estimate spreads over the micro-batch's
+    tokens). Its first dense layers are not the layer the MoE formula prices: with two of them the count is the same
+    as with none (a first version averaged them in and read DeepSeek-V3's layer 14% low)."""
+    import json
+
+    from transformers import AutoConfig
+
+    from generator.estimate.activations import activation_terms
+    from generator.estimate.types import Workload
+    from generator.model import load_model
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    tiny = dict(vocab_size=1000, hidden_size=256, num_hidden_layers=6, num_attention_heads=8, num_key_value_heads=2,
+                moe_intermediate_size=128, intermediate_size=512, n_routed_experts=4, num_experts_per_tok=2, n_group=1,
+                topk_group=1, q_lora_rank=64, kv_lora_rank=32, qk_nope_head_dim=32, qk_rope_head_dim=16,
+                v_head_dim=32, max_position_embeddings=1024)  # fmt: skip
+    specs = []
+    for dense in (0, 2):
+        config = AutoConfig.for_model("deepseek_v3", first_k_dense_replace=dense, **tiny).to_dict()
+        (tmp_path / str(dense)).mkdir()
+        (tmp_path / str(dense) / "config.json").write_text(json.dumps({**config, "model_type": "deepseek_v3"}))
+        specs.append(load_model(str(tmp_path / str(dense))))
+    none, two = (spec.layer_saved for spec in specs)
+    assert none == two
+    assert 4 * 256 * 4 <= none.per_layer < 4 * 256 * 4 + 256
+    short, long = (Workload(method="full", seq_len=s, grad_checkpointing=False, load_dtype="bf16") for s in (128, 512))
+    per_token = [activation_terms(specs[0], w, "ddp")["forward_end"]["activations"] / w.seq_len for w in (short, long)]
+    layers = specs[0].num_layers
+    assert per_token[0] - per_token[1] == pytest.approx(layers * none.per_layer * (1 / 128 - 1 / 512), rel=0.01)
