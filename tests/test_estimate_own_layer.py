@@ -121,3 +121,22 @@ def test_an_moe_counts_its_expert_layers_and_what_a_layer_keeps_whatever_its_tok
     per_token = [activation_terms(specs[0], w, "ddp")["forward_end"]["activations"] / w.seq_len for w in (short, long)]
     layers = specs[0].num_layers
     assert per_token[0] - per_token[1] == pytest.approx(layers * none.per_layer * (1 / 128 - 1 / 512), rel=0.01)
+
+
+def test_the_plan_says_where_the_counted_layer_departs_from_the_llama_one(tmp_path: Path, monkeypatch):
+    """A GELU-MLP layer (GPT-NeoX) keeps far less than the llama layer's formula: the plan says the count set its
+    activations; Falcon's always-built mask is named; a Qwen3 layer, within a few percent of the formula, and Mistral,
+    sized in closed form, get neither line."""
+    from generator.estimate.types import Workload
+    from generator.plan.model_reasons import model_caveats
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    workload = Workload(method="lora", seq_len=512, grad_checkpointing=False, load_dtype="bf16", attention="sdpa")
+    lines = {
+        t: model_caveats(_tiny_spec(tmp_path / t, t), workload) for t in ("gpt_neox", "falcon", "qwen3", "mistral")
+    }
+    assert any(line.startswith("activations: what a gpt_neox decoder layer") for line in lines["gpt_neox"])
+    assert any(line.startswith("attention: falcon builds its causal mask") for line in lines["falcon"])
+    assert not [
+        line for t in ("qwen3", "mistral") for line in lines[t] if line.startswith(("activations:", "attention:"))
+    ]

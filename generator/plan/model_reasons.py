@@ -1,10 +1,13 @@
 """The plan's lines about how this model will really run that its numbers alone do not show: where an MoE's experts'
 implementation, not the routed FLOPs, sets the cost (experts run densely), where the host can set the pace (train.py's
-4-bit experts at short micro-steps), a hybrid's recurrent layers priced as attention, and a config file named without
-its checkpoint."""
+4-bit experts at short micro-steps), a hybrid's recurrent layers priced as attention, a layer that keeps other than
+the llama layer for backward (counted at sizing), and a config file named without its checkpoint."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from generator.estimate.activations import activation_terms
 from generator.estimate.moe import DENSE_EXPERTS
 from generator.estimate.types import Workload
 from generator.model.meta import EXPERTS_LAYOUT
@@ -98,8 +101,39 @@ def model_caveats(model: ModelSpec, workload: Workload) -> list[str]:
         *nf4_experts_reason(model, workload),
         *dense_experts_reason(model),
         *recurrent_reason(model),
+        *own_layer_reason(model, workload),
         *config_only_reason(model),
     ]
+
+
+OWN_LAYER_NOTE = 0.05
+"""How far the counted layer must be from the llama formula's before the plan says so."""
+
+
+def own_layer_reason(model: ModelSpec, workload: Workload) -> list[str]:
+    """One line where the model's own decoder layer, counted at sizing (ModelSpec.layer_saved), keeps for backward
+    more or less than the llama layer the formula holds, by OWN_LAYER_NOTE or more; and one where its class builds
+    the attention mask always, so SDPA runs its masked kernel (Falcon)."""
+    counted = model.layer_saved
+    if counted is None:
+        return []
+    lines = []
+    if counted.path == "sdpa_dense" and workload.attention == "sdpa":
+        lines.append(
+            f"attention: {model.model_type} builds its causal mask on every call (no is_causal shortcut), so SDPA "
+            "runs its masked kernel over every score and keeps the mask's bias; priced so"
+        )
+    key = ("backward_end", "layer_recompute") if workload.grad_checkpointing else ("forward_end", "activations")
+    own, llama = (
+        activation_terms(m, workload, "ddp")[key[0]][key[1]] for m in (model, replace(model, layer_saved=None))
+    )
+    if llama and abs(own / llama - 1) >= OWN_LAYER_NOTE:
+        lines.append(
+            f"activations: what a {model.model_type} decoder layer keeps for backward was counted from its own code at "
+            f"sizing (the meta device): {own / llama:.2f}x what the llama layer's formula gives for its widths "
+            f"({own / 1e9:.1f} GB against {llama / 1e9:.1f}); the plan uses the count"
+        )
+    return lines
 
 
 def config_only_reason(model: ModelSpec) -> list[str]:
