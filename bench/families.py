@@ -265,6 +265,16 @@ QWEN15_MOE = (
     _family("qwen1.5-moe-a2.7b", "lora", 4096, 2, False, False),
 )
 
+# Chosen on 2026-12-05 before any ran (no GPU was lent that day): a GELU-MLP family, whose activations the llama
+# formula had priced at 1.8x what its layer keeps and the meta count of its own layer now prices
+# (generator/model/saved_count.py; bench/models/starcoder2-default.json, transformers' default StarCoder2 shape): the
+# plan's picks on one H200 at 4,096 tokens, which the count doubled (full micro-batch 2 to 4, LoRA 4 to 8). They settle
+# whether the count's memory holds on a GPU for a layer that is not the llama one.
+STARCODER2 = (
+    _family("starcoder2-default", "full", 4096, 4, False, False),
+    _family("starcoder2-default", "lora", 4096, 8, False, False),
+)
+
 FAMILY_CELLS: tuple[Cell, ...] = (
     MIXTRAL_QLORA,
     MIXTRAL_FULL_L4,
@@ -300,6 +310,7 @@ FAMILY_CELLS: tuple[Cell, ...] = (
     *QWEN3_MOE_B,
     *NEXT_HOST,
     *QWEN15_MOE,
+    *STARCODER2,
 )
 
 # (the plan's default pick, its runner-up): one lever apart, measured in the same call where the budget allows.
