@@ -106,7 +106,7 @@ def saved_bytes_per_layer(model, inputs: dict, layers: int, keep_weight_shapes: 
 def count_one(model_type: str, extra: dict, workdir: Path, method: str = "full", attention: str | None = None) -> dict:
     """One family's middle layer counted and priced. method "lora": peft's adapters (r 16, no dropout) on the bf16
     base under bf16 autocast, on what train.py adapts: all-linear on a dense architecture beyond the llama names
-    (plan.lora_targets.peft_all_linear), else the llama names the model has (an MoE's attention). `attention`: the
+    (estimate.states.own_linears_adapted), else the llama names the model has (an MoE's attention). `attention`: the
     kernel (sdpa where the class has it, else eager)."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM

@@ -8,9 +8,9 @@ from collections.abc import Mapping, Sequence
 from generator.emit.script_cli import custom_words, trainer_words
 from generator.estimate.attention import ATTN_IMPLEMENTATION
 from generator.estimate.scripts import ALL_LINEAR, lora_modules
+from generator.estimate.states import own_linears_adapted
 from generator.estimate.types import DEFAULT_LOAD_DTYPE
 from generator.model.presets import launch_model
-from generator.plan.lora_targets import peft_all_linear
 from generator.plan.types import Plan
 
 TRAIN_SCRIPT = "train.py"
@@ -37,7 +37,7 @@ def train_args(plan: Plan) -> list[str]:
         args += ["--method", w.method, "--lora-r", str(w.lora_r)]
         if w.lora_targets != ALL_LINEAR:  # train.py adapts every linear layer by default
             args += ["--lora-targets", ",".join(lora_modules(w.lora_targets))]
-        elif peft_all_linear(plan.model):  # ... by the llama family's names, which this architecture does not use
+        elif own_linears_adapted(plan.model):  # ... by the llama family's names, which this architecture does not use
             args += ["--lora-targets", "all-linear"]
     if w.load_dtype != DEFAULT_LOAD_DTYPE[w.method]:  # train.py's --load-dtype auto resolves per method
         args += ["--load-dtype", w.load_dtype]

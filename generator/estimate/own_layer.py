@@ -7,11 +7,11 @@ formula's own differences between paths and levers (another attention kernel, Lo
 fused norms and activations, an fp32 stream) are kept on top. bench/scripts/saved_audit.py counts whole layers of
 each family on the CPU, from real tensors, against the estimate (bench/results/cpu-saved-audit-*.json).
 
-Where there is no count (a closed-form family, an MoE, a block meta cannot run): the norms, each counted alone on
-the CPU (ModelSpec.norms: each norm module run on a bf16 input, trained and frozen). The llama RMSNorm keeps its fp32
-upcast (4 bytes an element) and, with a trained weight, the normalised bf16 tensor the weight multiplies (2): 6 and
-4. Gemma's and OLMo-2's multiply the weight in fp32 (8 and 4), Gemma-2/3 have four per layer, GPT-NeoX's LayerNorm
-keeps its bf16 input and two floats a row (2). Pure; no torch."""
+Where there is no count (a closed-form family, a hybrid of several block classes, a block meta cannot run): the
+norms, each counted alone on the CPU (ModelSpec.norms: each norm module run on a bf16 input, trained and frozen). The
+llama RMSNorm keeps its fp32 upcast (4 bytes an element) and, with a trained weight, the normalised bf16 tensor the
+weight multiplies (2): 6 and 4. Gemma's and OLMo-2's multiply the weight in fp32 (8 and 4), Gemma-2/3 have four per
+layer, GPT-NeoX's LayerNorm keeps its bf16 input and two floats a row (2). Pure; no torch."""
 
 from __future__ import annotations
 
@@ -30,8 +30,8 @@ def norms_delta_per_token(model: ModelSpec, trained: bool, fused: bool, residual
 
     Never below zero: with a LayerNorm's smaller count taken (2 bytes an element), Phi-2, GPT-J and GPT-2 layers read
     13-15% below what they keep (bench/scripts/saved_audit.py), because the rest of their layer is not the formula's
-    either (a GELU MLP priced as SwiGLU, a parallel block's shared norm); the saving waits until that is counted too,
-    so no layer is priced below the llama formula's norms."""
+    either (a GELU MLP priced as SwiGLU, a parallel block's shared norm); a counted layer takes it with the rest
+    (own_layer_delta), and without a count no layer is priced below the llama formula's norms."""
     if not any(name not in HEAD_NORMS for name, *_ in model.norms):
         return 0.0
     if fused:

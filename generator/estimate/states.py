@@ -70,8 +70,9 @@ def linear_dims(model: ModelSpec) -> dict[str, tuple[int, int]]:
 def own_linears_adapted(model: ModelSpec, targets: tuple[str, ...] = LORA_TARGETS) -> bool:
     """Whether LoRA adapts the model's own Linears rather than the llama names: all linear layers asked for, on a
     dense architecture whose decoder lacks some of q/k/v/o/gate/up/down_proj (Phi-3's qkv_proj, GPT-NeoX's
-    dense_h_to_4h, GPT-2's Conv1D), where peft's all-linear resolves every Linear of its blocks (plan.lora_targets
-    has train.py say `--lora-targets all-linear` there). An MoE keeps the names: all-linear would adapt its router."""
+    dense_h_to_4h, GPT-2's Conv1D), where peft's all-linear resolves every Linear of its blocks (the launch line tells
+    train.py `--lora-targets all-linear` there: emit.command). An MoE keeps the names: all-linear would adapt its
+    router."""
     if targets != ALL_LINEAR or model.linear_names is None or model.num_experts or not model.layer_linears:
         return False
     return any(m not in model.linear_names for m in lora_modules(ALL_LINEAR))

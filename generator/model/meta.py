@@ -141,22 +141,21 @@ def meta_counts(config_dict: dict, name: str = "the model") -> MetaCounts:
         dims["tie_word_embeddings"] = getattr(config, "tie_word_embeddings", False)
     experts = sum(p.numel() for p in params if is_expert_tensor(p.shape))
     layers = dims.get("num_hidden_layers")
-    block, names, qk_norm, linears, expert_blocks, not_linear = _decoder_block(model, layers)
+    uniform, names, qk_norm, linears, expert_blocks, not_linear = _decoder_block(model, layers)
+    block = uniform[0] if uniform is not None else None
     cls_name = type(block).__name__ if block is not None else None
     counts = MetaCounts(
-        sum(p.numel() for p in params), experts, attentions, dims, cls_name, names, qk_norm, linears, expert_blocks,
-        _experts_layout(model), _norms(block),
+        sum(p.numel() for p in params), experts, attentions, dims, cls_name, names, qk_norm, linears,
+        len(expert_blocks), _experts_layout(model), _norms(block),
         _position_table(model, dims.get("max_position_embeddings")), not_linear,
     )  # fmt: skip
-    if block is None:
+    if uniform is None or len(uniform) != layers:
         return counts
-    stack = next((m for m in _language(model).modules() if type(m).__name__ == "ModuleList" and block in m), None)
-    if stack is None or len(stack) != layers:
-        return counts
-    # an MoE's per-layer terms are its expert layers' (DeepSeek's first dense layers are not counted among them)
-    moe = [i for i, b in enumerate(stack) if any(is_expert_tensor(p.shape) for p in b.parameters())]
+    # an MoE's per-layer terms are its expert layers' (DeepSeek's first dense layers are not counted among them);
+    # the list is the one the experts were found in, since it is `layers` long
+    kind = list(expert_blocks) if experts and expert_blocks else None
     with _quiet(QUIET_LOGGERS + ("transformers",)):  # the count last: it casts the model and switches its attention
-        return counts._replace(saved=layer_saved(model, stack, attentions, moe if experts and moe else None))
+        return counts._replace(saved=layer_saved(model, uniform, attentions, kind))
 
 
 def _norms(block) -> tuple[tuple[str, int, float, float], ...]:
@@ -239,10 +238,11 @@ def _quiet(names: tuple[str, ...]):
             lg.setLevel(level)
 
 
-def _decoder_block(model, layers=None) -> tuple[object, tuple[str, ...] | None, bool, tuple, int, tuple]:
-    """(one block, GEMM module names, whether q and k are normalised, every GEMM module of all the blocks with how
-    many blocks have it, the blocks holding fused experts, those GEMM modules that are not nn.Linear) of the longest
-    ModuleList of one class inside the language model (_language); the block is None where there is no such list.
+def _decoder_block(model, layers=None) -> tuple[object, tuple[str, ...] | None, bool, tuple, tuple[int, ...], tuple]:
+    """(the longest ModuleList of one class inside the language model (_language), its block's GEMM module names,
+    whether q and k are normalised, every GEMM module of all the blocks with how many blocks have it, the indices of
+    the blocks holding fused experts, those GEMM modules that are not nn.Linear); the list is None where there is
+    none.
     Blocks of one class can differ inside: DeepSeek's first layers and Llama-4's interleaved ones have a dense MLP
     where the others have experts and a shared expert. The GEMM modules are read from the list of `layers` blocks
     where it holds blocks of several classes (Jamba's and Zamba's attention and Mamba layers); a GEMM module is any
@@ -263,12 +263,12 @@ def _decoder_block(model, layers=None) -> tuple[object, tuple[str, ...] | None, 
     linears = {name.rsplit(".", 1)[-1] for name, m in block.named_modules() if _gemm_features(m)}
     leaves = {name.rsplit(".", 1)[-1] for name, _ in block.named_modules()}
     qk_norm = {"q_norm", "k_norm"} <= leaves
-    return block, tuple(sorted(linears)), qk_norm, every, experts, not_linear
+    return uniform, tuple(sorted(linears)), qk_norm, every, experts, not_linear
 
 
-def _linears(stack) -> tuple[tuple, int, tuple[str, ...]]:
-    """(every GEMM module of the blocks as (name within its block, in, out, blocks having it), blocks holding fused
-    expert tensors, the names of those GEMM modules that are not nn.Linear)."""
+def _linears(stack) -> tuple[tuple, tuple[int, ...], tuple[str, ...]]:
+    """(every GEMM module of the blocks as (name within its block, in, out, blocks having it), the indices of the
+    blocks holding fused expert tensors, the names of those GEMM modules that are not nn.Linear)."""
     shapes: dict[tuple[str, int, int], int] = {}
     not_linear: set[str] = set()
     for b in stack:
@@ -278,7 +278,7 @@ def _linears(stack) -> tuple[tuple, int, tuple[str, ...]]:
                 shapes[(name, *features)] = shapes.get((name, *features), 0) + 1
                 if not _is_linear(m):
                     not_linear.add(name)
-    experts = sum(any(is_expert_tensor(p.shape) for p in b.parameters()) for b in stack)
+    experts = tuple(i for i, b in enumerate(stack) if any(is_expert_tensor(p.shape) for p in b.parameters()))
     return tuple(sorted((*key, count) for key, count in shapes.items())), experts, tuple(sorted(not_linear))
 
 

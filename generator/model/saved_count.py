@@ -95,7 +95,7 @@ def layer_saved(model, stack, attentions: tuple[str, ...], kind: list[int] | Non
     heads). The causal path is fitted on its first two lengths with b = 0 and must hold at the third."""
     import torch
 
-    if stack is None or not len(stack):
+    if not len(stack):
         return None
     backend = bool(getattr(type(model), "_supports_attention_backend", False))
     path = "sdpa_causal" if backend or "sdpa" in attentions else "eager"

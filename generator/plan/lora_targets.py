@@ -6,7 +6,6 @@ from __future__ import annotations
 from generator.errors import UserError
 from generator.estimate.moe import expert_params
 from generator.estimate.scripts import ALL_LINEAR, default_lora_targets, lora_modules
-from generator.estimate.states import own_linears_adapted
 from generator.model.types import ModelSpec
 from generator.plan.types import PlanRequest
 
@@ -43,12 +42,3 @@ def lora_targets_for(request: PlanRequest, model: ModelSpec) -> tuple[tuple[str,
         f"LoRA targets: all linear layers: {model.model_type} has no {', '.join(missing)} for --script "
         f"{request.script}'s default (its decoder layer's linear layers: {has})"
     )
-
-
-def peft_all_linear(model: ModelSpec) -> bool:
-    """Whether train.py must be told `--lora-targets all-linear` (peft's own resolution of every linear layer) for
-    "all linear layers": its default is the llama family's seven names, of which a dense architecture with other
-    names keeps only those it has (Phi-3: o_proj and down_proj, not its fused qkv_proj and gate_up_proj). Not for an
-    MoE: peft's all-linear would also adapt its router, and peft adapts the experts of the architectures it knows
-    from train.py's names. The estimate prices the same adapters."""
-    return own_linears_adapted(model, ALL_LINEAR)
