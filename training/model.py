@@ -73,9 +73,10 @@ def load_model(args, config, use_cuda: bool, init_device: str = "cpu", extra: di
         else:
             model = AutoModelForCausalLM.from_pretrained(args.model, config=config, **kwargs, **(extra or {}))
             if args.method == "qlora":  # bitsandbytes left fused MoE experts in bf16 (training/moe.py)
-                from training.moe import quantise_experts
+                from training.moe import quantise_experts, routed_experts
 
-                quantise_experts(model, kwargs["quantization_config"], next(model.parameters()).device)
+                device = next(model.parameters()).device
+                quantise_experts(model, routed_experts(config), kwargs["quantization_config"], device)
     except (OSError, ValueError, ImportError, KeyError) as exc:
         raise UserError(f"cannot load model {args.model!r}: {first_line(exc)}") from None
     model.config.use_cache = False

@@ -24,16 +24,23 @@ import inspect
 import torch  # this module is imported only once a model is being built (training/model.py, training/qlora.py)
 
 from generator.errors import UserError
-from generator.model.meta import EXPERTS_LAYOUT, is_expert_tensor, odd_layout
+from generator.model.meta import EXPERTS_LAYOUT, expert_count, is_expert_tensor, odd_layout
+
+
+def routed_experts(config) -> int:
+    """The routed expert count of a transformers config (model.meta.expert_count of its text config, where a
+    multimodal checkpoint keeps it); 0 for a dense model."""
+    return expert_count(config.get_text_config(decoder=True))
 
 
 def expert_modules(model) -> list:
-    """Modules holding fused expert weights: any module with a floating-point parameter of 3 or more dimensions of
-    its own (the experts' [experts, out, in] tensors; nothing else in a decoder has one)."""
+    """Modules holding fused expert weights: a floating-point [experts, out, in] parameter of their own, `experts`
+    the config's routed count (model.meta.is_expert_tensor: other 3-D weights, RecurrentGemma's gates, are not)."""
+    experts = routed_experts(model.config)
     return [
         m
         for m in model.modules()
-        if any(p.is_floating_point() and is_expert_tensor(p.shape) for p in m.parameters(recurse=False))
+        if any(p.is_floating_point() and is_expert_tensor(p.shape, experts) for p in m.parameters(recurse=False))
     ]
 
 
@@ -89,13 +96,14 @@ def experts_note(model_type: str) -> str:
 # -- QLoRA: per-expert NF4 ------------------------------------------------------------------------------------------
 
 
-def quantise_experts(root, quantization_config, device) -> int:
+def quantise_experts(root, experts: int, quantization_config, device) -> int:
     """Replace each fused experts module under `root` by Nf4Experts (its weights quantised per expert on `device`,
-    the bf16 tensors dropped); the number replaced. Refuses layouts other than transformers' default (concatenated
-    gate/up, [out, in] storage, no bias, gated, no post-expert norm) in one line."""
+    the bf16 tensors dropped; `experts` the config's routed count); the number replaced. Refuses layouts other than
+    transformers' default (concatenated gate/up, [out, in] storage, no bias, gated, no post-expert norm) in one
+    line."""
     found = 0
     for name, module in list(root.named_modules()):
-        if module is root or not any(is_expert_tensor(p.shape) for p in module.parameters(recurse=False)):
+        if module is root or not any(is_expert_tensor(p.shape, experts) for p in module.parameters(recurse=False)):
             continue
         _check_layout(module)
         parent, _, attr = name.rpartition(".")

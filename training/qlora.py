@@ -49,7 +49,7 @@ def quantised_random_model(config, init_device: str, quantization_config, attn_i
     from transformers import AutoModelForCausalLM
     from transformers.quantizers import AutoHfQuantizer
 
-    from training.moe import quantise_experts
+    from training.moe import quantise_experts, routed_experts
 
     device = torch.device(init_device)
     with torch.device("meta"):
@@ -57,11 +57,11 @@ def quantised_random_model(config, init_device: str, quantization_config, attn_i
     hf_quantizer = AutoHfQuantizer.from_config(quantization_config, pre_quantized=False)
     hf_quantizer.preprocess_model(model, device_map={"": init_device}, dtype=torch.bfloat16)
     base_seed = torch.initial_seed()
-    layers = decoder_layer_list(model)
+    layers, experts = decoder_layer_list(model), routed_experts(config)
     for i, layer in enumerate(layers):
         torch.manual_seed(base_seed + 1 + i)
         materialise(model, layer, device)
-        quantise_experts(layer, quantization_config, device)
+        quantise_experts(layer, experts, quantization_config, device)
         if device.type == "cuda":
             torch.cuda.empty_cache()  # the layer's bf16 blocks back to the driver before the next layer draws its own
     torch.manual_seed(base_seed)

@@ -6,7 +6,8 @@ every saved tensor recorded through saved_tensors_hooks and counted once per sto
 CPU only, under a minute. The activation formula is the llama layer's (two RMSNorms, a SwiGLU MLP); a model sized on
 the meta device carries its own layer's count from there (model.saved_count), and this checks that count, taken on
 meta tensors at 128, 256 and 512 tokens, against real ones at 640, as the estimate prices it. `--method lora`: peft's
-all-linear adapters, as train.py runs LoRA on these architectures.
+all-linear adapters, as train.py runs LoRA on these architectures. Hybrids (HYBRIDS) run six layers and read blocks
+1-5, their attention and other blocks weighed by their shares of the model's layers, as the count does.
 
     python bench/scripts/saved_audit.py --out bench/results/cpu-saved-audit-<date>.json [--method lora] [TYPE ...]
 """
@@ -24,6 +25,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
+
+from generator.model.saved_count import COUNTED_LAYERS  # noqa: E402
 
 SEQ, LAYERS = 640, 4  # a length the meta count (model.saved_count.TOKENS) does not run, and no weight's width
 WIDTHS = dict(vocab_size=1000, hidden_size=256, num_hidden_layers=LAYERS, num_attention_heads=8,
@@ -62,6 +65,19 @@ FAMILIES = {
 """Model type -> what its tiny config adds to WIDTHS (MLP width, kv heads, head width, experts). Not DeepSeek's MLA:
 the CPU's SDPA takes its math path (every score kept) for values narrower than queries, where the GPU's does not, so
 its count here says nothing of the GPU's."""
+HYBRIDS = {
+    "recurrent_gemma": {"intermediate_size": 768, "num_key_value_heads": 1, "lru_width": 256},
+    "lfm2": {"intermediate_size": 512, "num_key_value_heads": 2,
+             "layer_types": ["conv", "conv", "full_attention", "conv", "conv", "full_attention"]},
+    "qwen3_next": {"intermediate_size": 512, "num_key_value_heads": 2, "num_experts": 4, "num_experts_per_tok": 2,
+                   "moe_intermediate_size": 128, "shared_expert_intermediate_size": 128, "head_dim": 32,
+                   "linear_num_value_heads": 4, "linear_num_key_heads": 2, "linear_key_head_dim": 32,
+                   "linear_value_head_dim": 32, "layer_types": ["linear_attention", "linear_attention",
+                                                             "full_attention"] * 2},
+}  # fmt: skip
+"""Hybrids (blocks without softmax attention among their layers: RecurrentGemma's RG-LRU, LFM2's short convolutions,
+Qwen3-Next's gated linear attention) in six layers: the meta count's mean is over every block past the first of its
+COUNTED_LAYERS (model.saved_count), so theirs is taken over the same blocks."""
 DROPOUT_KEYS = ("attention_dropout", "attn_pdrop", "resid_pdrop", "embd_pdrop", "hidden_dropout", "dropout",
                 "attention_probs_dropout_prob", "hidden_dropout_prob", "summary_first_dropout")  # fmt: skip
 BLOCK = re.compile(r"\.(?:layers|h|blocks)\.(\d+)(?:\.|$)")
@@ -103,6 +119,17 @@ def saved_bytes_per_layer(model, inputs: dict, layers: int, keep_weight_shapes: 
     return per_layer
 
 
+def _hybrid_mean(per_layer: list[int], layer_types: list[str]) -> float:
+    """A hybrid's mean layer over blocks 1 on: its attention blocks' mean and its other blocks' weighed by their
+    shares of all its layers (what the meta count gives: model.saved_count.layer_saved's attention_share)."""
+    from generator.model.meta import recurrent_kind
+
+    attention = [n for n, t in zip(per_layer[1:], layer_types[1:], strict=True) if not recurrent_kind(t)]
+    other = [n for n, t in zip(per_layer[1:], layer_types[1:], strict=True) if recurrent_kind(t)]
+    share = sum(not recurrent_kind(t) for t in layer_types) / len(layer_types)
+    return share * sum(attention) / len(attention) + (1 - share) * sum(other) / len(other)
+
+
 def count_one(model_type: str, extra: dict, workdir: Path, method: str = "full", attention: str | None = None) -> dict:
     """One family's middle layer counted and priced. method "lora": peft's adapters (r 16, no dropout) on the bf16
     base under bf16 autocast, on what train.py adapts: all-linear on a dense architecture beyond the llama names
@@ -117,7 +144,9 @@ def count_one(model_type: str, extra: dict, workdir: Path, method: str = "full",
     from generator.estimate.types import Workload
     from generator.model import load_model
 
-    config = AutoConfig.for_model(model_type, **WIDTHS, **extra)
+    hybrid = model_type in HYBRIDS
+    layers = COUNTED_LAYERS if hybrid else LAYERS
+    config = AutoConfig.for_model(model_type, **{**WIDTHS, "num_hidden_layers": layers}, **extra)
     for key in DROPOUT_KEYS:
         if isinstance(getattr(config, key, None), float):
             setattr(config, key, 0.0)
@@ -136,7 +165,8 @@ def count_one(model_type: str, extra: dict, workdir: Path, method: str = "full",
         adapters = LoraConfig(r=16, lora_alpha=32, lora_dropout=0.0, target_modules=targets, task_type="CAUSAL_LM")
         model, autocast = get_peft_model(model, adapters).train(), torch.bfloat16
     ids = torch.randint(3, WIDTHS["vocab_size"], (1, SEQ))
-    counted = saved_bytes_per_layer(model, {"input_ids": ids, "labels": ids}, LAYERS, autocast=autocast)[1]
+    per_layer = saved_bytes_per_layer(model, {"input_ids": ids, "labels": ids}, layers, autocast=autocast)
+    counted = _hybrid_mean(per_layer, config.layer_types) if hybrid else per_layer[1]
     workload = Workload(method=method, seq_len=SEQ, grad_checkpointing=False, load_dtype="bf16", attention=attention,
                         lora_r=16, lora_targets=ALL_LINEAR)  # fmt: skip
     fwd = activation_terms(spec, workload, "ddp")["forward_end"]
@@ -151,7 +181,8 @@ def main(argv: list[str] | None = None) -> int:
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", required=True, help="JSON file to write")
-    p.add_argument("types", nargs="*", help=f"model types (default: {len(FAMILIES)} families)")
+    default = f"{len(FAMILIES)} families and {len(HYBRIDS)} hybrids"
+    p.add_argument("types", nargs="*", help=f"model types (default: {default})")
     p.add_argument("--method", choices=("full", "lora"), default="full", help="full fine-tune, or peft's all-linear")
     args = p.parse_args(argv)
     warnings.filterwarnings("ignore")
@@ -161,9 +192,10 @@ def main(argv: list[str] | None = None) -> int:
 
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for model_type in args.types or FAMILIES:
+        for model_type in args.types or [*FAMILIES, *HYBRIDS]:
+            extra = FAMILIES.get(model_type) or HYBRIDS.get(model_type, {})
             try:
-                results[model_type] = count_one(model_type, FAMILIES.get(model_type, {}), Path(tmp), args.method)
+                results[model_type] = count_one(model_type, extra, Path(tmp), args.method)
             except Exception as exc:  # a family this tiny config does not build: listed, not guessed
                 first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
                 results[model_type] = {"error": f"{type(exc).__name__}: {first}"}

@@ -47,6 +47,7 @@ from generator.estimate.states import (
     linear_dims,
     own_linears_adapted,
     qlora_kept_bytes,
+    target_layers,
 )
 from generator.estimate.types import Workload
 from generator.model.types import ModelSpec
@@ -160,11 +161,13 @@ def lora_saved_delta_per_token(
         modules = adapted_modules(model, targets)
         adapted = sum((2 * a + 2 * lora_r) * n for _, a, _, n in modules) / model.num_layers
     else:
-        inputs = {t: d[0] for t, d in linear_dims(model).items()}
+        # each target in the share of layers that hold it (a hybrid's attention projections: its attention layers)
+        inputs = {t: d[0] * target_layers(model, t) / model.num_layers for t, d in linear_dims(model).items()}
         shared_input = {"k": "q", "v": "q", "up": "gate"} if compiled else {}  # adapters reading the same tensor
         adapted_here = adapted_targets(model, targets)
         copies = {shared_input.get(t, t): inputs[t] for t in adapted_here}
-        adapted = sum(2 * w for w in copies.values()) + 2 * lora_r * len(adapted_here)
+        adapted = sum(2 * w for w in copies.values())
+        adapted += 2 * lora_r * sum(target_layers(model, t) for t in adapted_here) / model.num_layers
     if dropout > 0:  # one mask per adapter (each applies its own dropout), shared inputs or not
         adapted += DROPOUT_MASK_BYTES * adapted_input_width(model, targets)
     # The inputs layer_saved_bytes_per_token already counts once each (a trained linear keeps them), now adapters' own.

@@ -54,8 +54,21 @@ def layer_groups(model: ModelSpec) -> tuple[ModelSpec, ...]:
         return (model,)
     windowed, window = model.partial_window
     return (
-        replace(model, sliding_window=window, num_layers=windowed, partial_window=None),
-        replace(model, sliding_window=None, num_layers=model.num_layers - windowed, partial_window=None),
+        replace(_share(model, windowed), sliding_window=window, partial_window=None),
+        replace(_share(model, model.num_layers - windowed), sliding_window=None, partial_window=None),
+    )
+
+
+def _share(model: ModelSpec, layers: int) -> ModelSpec:
+    """The model as `layers` of its decoder layers: the counts of blocks holding each Linear (layer_linears) and
+    experts taken in proportion, so a mean over the group's layers is the model's mean (LoRA on a hybrid's own
+    Linears was priced 3x in its 2 windowed layers of 6 when they kept the whole model's counts)."""
+    share = layers / model.num_layers
+    return replace(
+        model,
+        num_layers=layers,
+        layer_linears=tuple((name, a, b, n * share) for name, a, b, n in model.layer_linears),
+        expert_layers=model.expert_layers and model.expert_layers * share,
     )
 
 

@@ -84,7 +84,16 @@ def adapted_modules(model: ModelSpec, targets: tuple[str, ...] = LORA_TARGETS) -
     if own_linears_adapted(model, targets):
         return tuple((name, a, b, n) for name, a, b, n in model.layer_linears)
     dims = linear_dims(model)
-    return tuple((t, *dims[t], model.num_layers) for t in adapted_targets(model, targets))
+    return tuple((t, *dims[t], target_layers(model, t)) for t in adapted_targets(model, targets))
+
+
+def target_layers(model: ModelSpec, target: str) -> float:
+    """Decoder layers holding the llama-named projection `target` (q -> q_proj): those of the built model's blocks
+    that have it (a hybrid's attention projections are in its attention layers only: Qwen3-Next's 12 of 48), else
+    every layer (a closed-form family, or a model whose blocks do not name it)."""
+    leaf = f"{target}_proj"
+    held = sum(n for name, _, _, n in model.layer_linears if name.rsplit(".", 1)[-1] == leaf)
+    return min(held, model.num_layers) if held else model.num_layers
 
 
 def adapted_input_width(model: ModelSpec, targets: tuple[str, ...] = LORA_TARGETS) -> float:

@@ -50,9 +50,8 @@ def spec_from_any_config(config: dict, name: str) -> ModelSpec:
     return _spec_by_meta(config, name)
 
 
-# Config keys transformers' MoE families name their expert count and routed top-k with (Mixtral, Qwen-MoE, OLMoE,
-# DeepSeek, Kimi, Aria), and the experts' own width where it differs from the dense MLP's.
-EXPERT_COUNT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts")
+# Config keys transformers' MoE families name their routed top-k with (Mixtral, Qwen-MoE, OLMoE, DeepSeek, Kimi, Aria;
+# their expert count's: model.meta.EXPERT_COUNT_KEYS), and the experts' own width where it differs from the dense MLP's.
 TOP_K_KEYS = ("num_experts_per_tok", "num_experts_per_token", "moe_topk")
 EXPERT_WIDTH_KEYS = ("moe_intermediate_size",)
 
@@ -62,6 +61,7 @@ def _spec_by_meta(config: dict, name: str) -> ModelSpec:
     gives them (its own names for each family, the text config of a multimodal checkpoint). An MoE (issue 26): every
     parameter counts for memory, only the routed top-k share of the fused experts for compute; shared experts and
     dense layers among the sparse ones count as dense matmuls (they are not 3-D experts)."""
+    from generator.model.meta import expert_count, recurrent_layers
     from generator.model.meta_cache import meta_counts
 
     if not config.get("model_type"):
@@ -76,7 +76,7 @@ def _spec_by_meta(config: dict, name: str) -> ModelSpec:
     for key in ("hidden_size", "num_hidden_layers", "vocab_size"):
         if not dims.get(key):
             raise UserError(f"{name}: its config has no '{key}', so its memory cannot be estimated")
-    experts = next((int(dims[k]) for k in EXPERT_COUNT_KEYS if dims.get(k)), 0) if experts_total else 0
+    experts = expert_count(dims) if experts_total else 0
     top_k = int(next((dims[k] for k in TOP_K_KEYS if dims.get(k)), 0)) if experts else 0
     if experts and not top_k:  # every expert priced as active would overstate compute by experts / top-k
         raise UserError(
@@ -127,7 +127,7 @@ def _spec_by_meta(config: dict, name: str) -> ModelSpec:
         experts_layout=counts.experts_layout,
         norms=counts.norms,
         layer_saved=counts.saved,
-        recurrent_layers=_recurrent_layers(dims),
+        recurrent_layers=recurrent_layers(dims),
         expert_layers=counts.expert_blocks if experts and 0 < counts.expert_blocks < layers else None,
     )
 
@@ -149,24 +149,6 @@ def _expert_width(params: int, experts: int, hidden: int, layers: int, matrices:
     intermediate_size); 0 where that does not divide out."""
     per_expert = matrices * hidden * experts * layers
     return params // per_expert if experts and layers and params % per_expert == 0 else 0
-
-
-RECURRENT_LAYER_TYPES = ("linear_attention", "conv", "mamba", "recurrent")
-"""Kinds in a config's layer_types for a decoder layer without softmax attention: Mamba and other linear attention
-(Jamba, Qwen3-Next, Granite-4 hybrids; transformers 5 names Mamba layers linear_attention), short convolutions
-(LFM)."""
-MLP_ONLY_LAYER_TYPES = ("mlp", "moe")
-"""Kinds for a block that is an MLP or a mixture of experts alone, with no attention of any kind (Nemotron-H, whose
-decoder blocks each hold one mixer)."""
-
-
-def _recurrent_layers(dims: dict) -> int:
-    """Decoder layers without softmax attention (ModelSpec.recurrent_layers)."""
-    types = dims.get("layer_types")
-    if not isinstance(types, (list, tuple)):
-        return 0
-    recurrent = sum(any(kind in str(t) for kind in RECURRENT_LAYER_TYPES) for t in types)
-    return recurrent + sum(str(t) in MLP_ONLY_LAYER_TYPES for t in types)
 
 
 def _windows(dims: dict, layers: int) -> tuple[int | None, int]:

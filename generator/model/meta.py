@@ -42,7 +42,7 @@ class MetaCounts(NamedTuple):
     """Every parameter, a tied weight once."""
     experts: int
     """Parameters of fused MoE experts (is_expert_tensor: transformers 5 holds an MoE layer's experts as
-    [experts, out, in] tensors of one module); none for a dense model."""
+    [experts, out, in] tensors of one module, `experts` the config's expert_count); none for a dense model."""
     attentions: tuple[str, ...]
     """Attention kernels the model class loads with (ModelSpec.attentions): eager, plus sdpa and flex where its
     _supports_sdpa / _supports_flex_attn say so."""
@@ -91,11 +91,46 @@ def _dim(config, key: str):
     return value
 
 
-def is_expert_tensor(shape) -> bool:
-    """A fused MoE experts tensor: [experts, out, in] (transformers 5), 3 or more dimensions with neither of the first
-    two 1. A depthwise convolution's weight is 3-D too (Mamba's conv1d in Jamba: [channels, 1, kernel]) and is not
-    one."""
-    return len(shape) >= 3 and shape[0] > 1 and shape[1] > 1
+EXPERT_COUNT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts")
+"""Config keys transformers' MoE families name their routed expert count with (Mixtral, Qwen-MoE, OLMoE, DeepSeek,
+Ernie), the first set one read."""
+
+
+def expert_count(config) -> int:
+    """The routed experts a config names, 0 for a dense model: a dict of DIM_KEYS, or a config object (read through
+    _dim, so its attribute_map and per-layer widths answer as for sizing)."""
+    values = (config.get(k) if isinstance(config, dict) else _dim(config, k) for k in EXPERT_COUNT_KEYS)
+    return next((int(v) for v in values if v), 0)
+
+
+def is_expert_tensor(shape, experts: int) -> bool:
+    """A fused MoE experts tensor of a model with `experts` routed experts (expert_count): [experts, out, in], as
+    transformers 5 holds them. Rank alone does not tell: the rank rule this replaced (3 or more dimensions, neither of
+    the first two 1) took other weights for experts in 11 of transformers 5.25's causal-LM types: RecurrentGemma's
+    RG-LRU gates [heads, width, width], Zamba's Mamba heads, XLNet's attention, Zaya's convolution, Inkling's two
+    always-active shared experts, vision towers' patch embeddings (bench/results/cpu-experts-scan-2026-12-05.json
+    lists every 3-D and 4-D weight of the 80 types that have one, and which are taken)."""
+    return experts > 1 and len(shape) == 3 and shape[0] == experts
+
+
+RECURRENT_LAYER_TYPES = ("linear_attention", "conv", "mamba", "recurrent")
+"""Kinds in a config's layer_types for a decoder layer without softmax attention: Mamba and other linear attention
+(Jamba, Qwen3-Next, Granite-4 hybrids; transformers 5 names Mamba layers linear_attention), short convolutions
+(LFM)."""
+MLP_ONLY_LAYER_TYPES = ("mlp", "moe")
+"""Kinds for a block that is an MLP or a mixture of experts alone, with no attention of any kind (Nemotron-H, whose
+decoder blocks each hold one mixer)."""
+
+
+def recurrent_kind(layer_type) -> bool:
+    """Whether a config's layer_types entry names a decoder layer without softmax attention."""
+    return any(kind in str(layer_type) for kind in RECURRENT_LAYER_TYPES) or str(layer_type) in MLP_ONLY_LAYER_TYPES
+
+
+def recurrent_layers(dims: dict) -> int:
+    """Decoder layers without softmax attention (ModelSpec.recurrent_layers)."""
+    types = dims.get("layer_types")
+    return sum(map(recurrent_kind, types)) if isinstance(types, (list, tuple)) else 0
 
 
 def count_params_meta(config_dict: dict) -> int:
@@ -139,14 +174,15 @@ def meta_counts(config_dict: dict, name: str = "the model") -> MetaCounts:
     dims["architectures"] = getattr(config, "architectures", None)
     if dims["tie_word_embeddings"] is None:
         dims["tie_word_embeddings"] = getattr(config, "tie_word_embeddings", False)
-    experts = sum(p.numel() for p in params if is_expert_tensor(p.shape))
+    routed = expert_count(dims)
+    experts = sum(p.numel() for p in params if is_expert_tensor(p.shape, routed))
     layers = dims.get("num_hidden_layers")
-    uniform, names, qk_norm, linears, expert_blocks, not_linear = _decoder_block(model, layers)
+    uniform, names, qk_norm, linears, expert_blocks, not_linear = _decoder_block(model, layers, routed)
     block = uniform[0] if uniform is not None else None
     cls_name = type(block).__name__ if block is not None else None
     counts = MetaCounts(
         sum(p.numel() for p in params), experts, attentions, dims, cls_name, names, qk_norm, linears,
-        len(expert_blocks), _experts_layout(model), _norms(block),
+        len(expert_blocks), _experts_layout(model, routed), _norms(block),
         _position_table(model, dims.get("max_position_embeddings")), not_linear,
     )  # fmt: skip
     if uniform is None or len(uniform) != layers:
@@ -155,7 +191,8 @@ def meta_counts(config_dict: dict, name: str = "the model") -> MetaCounts:
     # the list is the one the experts were found in, since it is `layers` long
     kind = list(expert_blocks) if experts and expert_blocks else None
     with _quiet(QUIET_LOGGERS + ("transformers",)):  # the count last: it casts the model and switches its attention
-        return counts._replace(saved=layer_saved(model, uniform, attentions, kind))
+        share = 1 - recurrent_layers(dims) / layers if recurrent_layers(dims) else None
+        return counts._replace(saved=layer_saved(model, uniform, attentions, kind, share))
 
 
 def _norms(block) -> tuple[tuple[str, int, float, float], ...]:
@@ -199,11 +236,11 @@ def odd_layout(experts) -> list[str]:
     return [flag for flag, default in EXPERTS_LAYOUT.items() if getattr(experts, flag, default) != default]
 
 
-def _experts_layout(model) -> tuple[str, ...]:
+def _experts_layout(model, experts: int) -> tuple[str, ...]:
     """The non-default layout flags of the model's fused-experts modules (those holding expert tensors)."""
     odd: set[str] = set()
     for m in model.modules():
-        if any(is_expert_tensor(p.shape) for p in m.parameters(recurse=False)):
+        if any(is_expert_tensor(p.shape, experts) for p in m.parameters(recurse=False)):
             odd.update(odd_layout(m))
     return tuple(sorted(odd))
 
@@ -238,7 +275,9 @@ def _quiet(names: tuple[str, ...]):
             lg.setLevel(level)
 
 
-def _decoder_block(model, layers=None) -> tuple[object, tuple[str, ...] | None, bool, tuple, tuple[int, ...], tuple]:
+def _decoder_block(
+    model, layers=None, experts: int = 0
+) -> tuple[object, tuple[str, ...] | None, bool, tuple, tuple[int, ...], tuple]:
     """(the longest ModuleList of one class inside the language model (_language), its block's GEMM module names,
     whether q and k are normalised, every GEMM module of all the blocks with how many blocks have it, the indices of
     the blocks holding fused experts, those GEMM modules that are not nn.Linear); the list is None where there is
@@ -256,17 +295,17 @@ def _decoder_block(model, layers=None) -> tuple[object, tuple[str, ...] | None, 
     uniform = max(blocks, key=len) if blocks else None
     # the block list itself, unless it is not `layers` long and a list of mixed blocks is
     stack = stacks[0] if stacks and (uniform is None or len(uniform) != layers) else uniform
-    every, experts, not_linear = _linears(stack or ())
+    every, expert_blocks, not_linear = _linears(stack or (), experts)
     if uniform is None:
-        return None, None, False, every, experts, not_linear
+        return None, None, False, every, expert_blocks, not_linear
     block = uniform[0]
     linears = {name.rsplit(".", 1)[-1] for name, m in block.named_modules() if _gemm_features(m)}
     leaves = {name.rsplit(".", 1)[-1] for name, _ in block.named_modules()}
     qk_norm = {"q_norm", "k_norm"} <= leaves
-    return uniform, tuple(sorted(linears)), qk_norm, every, experts, not_linear
+    return uniform, tuple(sorted(linears)), qk_norm, every, expert_blocks, not_linear
 
 
-def _linears(stack) -> tuple[tuple, tuple[int, ...], tuple[str, ...]]:
+def _linears(stack, experts: int) -> tuple[tuple, tuple[int, ...], tuple[str, ...]]:
     """(every GEMM module of the blocks as (name within its block, in, out, blocks having it), the indices of the
     blocks holding fused expert tensors, the names of those GEMM modules that are not nn.Linear)."""
     shapes: dict[tuple[str, int, int], int] = {}
@@ -278,8 +317,8 @@ def _linears(stack) -> tuple[tuple, tuple[int, ...], tuple[str, ...]]:
                 shapes[(name, *features)] = shapes.get((name, *features), 0) + 1
                 if not _is_linear(m):
                     not_linear.add(name)
-    experts = tuple(i for i, b in enumerate(stack) if any(is_expert_tensor(p.shape) for p in b.parameters()))
-    return tuple(sorted((*key, count) for key, count in shapes.items())), experts, tuple(sorted(not_linear))
+    blocks = tuple(i for i, b in enumerate(stack) if any(is_expert_tensor(p.shape, experts) for p in b.parameters()))
+    return tuple(sorted((*key, count) for key, count in shapes.items())), blocks, tuple(sorted(not_linear))
 
 
 def _gemm_features(module) -> tuple[int, int] | None:

@@ -84,11 +84,16 @@ class SavedStorages:
         return box
 
 
-def layer_saved(model, stack, attentions: tuple[str, ...], kind: list[int] | None = None) -> LayerSaved | None:
+def layer_saved(
+    model, stack, attentions: tuple[str, ...], kind: list[int] | None = None, attention_share: float | None = None
+) -> LayerSaved | None:
     """The count for `model` (built on meta) whose decoder blocks are the ModuleList `stack`, the mean over the
     blocks `kind` lists (the layers the estimate's per-layer terms describe: an MoE's expert layers, not DeepSeek's
     first dense ones; every block where None); None where it cannot be taken (a forward meta cannot run, an s x s
-    term on the causal path, no attention layer found).
+    term on the causal path, no attention layer found). A hybrid's mean weighs its attention blocks and the others
+    by `attention_share`, the share of its layers with attention (the config's layer_types), where given: the first
+    blocks are not the model's mix (RecurrentGemma's blocks 1-5 hold two attention layers of five, its layers one
+    of three).
 
     A layer keeps c(s) = C + a s + b s^2 bytes at s tokens: C what does not grow with them (DeepSeek-V3's router
     keeps an fp32 copy of its weight, 7 MB a layer), a per token, b per query and key pair (eager's scores, over the
@@ -108,15 +113,16 @@ def layer_saved(model, stack, attentions: tuple[str, ...], kind: list[int] | Non
     try:
         # each stops at the first count that fails or finds no attention layer (a recurrent model, whose reference
         # scan takes seconds a pass on meta)
-        causal = _both(model, stack, ATTENTION if backend else "sdpa", kind) if path != "eager" else None
-        eager = _both(model, stack, "eager", kind) if path == "eager" or causal is not None else None
+        kernel = ATTENTION if backend else "sdpa"
+        causal = _both(model, stack, kernel, kind, attention_share) if path != "eager" else None
+        eager = _both(model, stack, "eager", kind, attention_share) if path == "eager" or causal is not None else None
     finally:
         stack.extend(rest)
         model.requires_grad_(True)
     score = None
-    if eager is not None:  # b over the heads of one layer is what a score keeps
+    if eager is not None:  # b over the heads of one attention layer is what a score keeps
         fits = [_quadratic(counts) for counts in eager]
-        score = round(fits[0][2] / eager[0][0].heads, 3)
+        score = round(_quadratic(eager[0], attended=True)[2] / eager[0][0].heads, 3)
     if path == "eager":
         if eager is None:
             return None
@@ -147,28 +153,29 @@ def _off_line(counts: list[_Count]) -> bool:
     return abs(c3 - (constant + a * s3)) > LINEAR_TOLERANCE * c3
 
 
-def _quadratic(counts: list[_Count]) -> tuple[float, float, float]:
-    """(C, a, b) through the three lengths."""
-    (s1, s2, s3), (c1, c2, c3) = TOKENS, (c.per_token * s for s, c in zip(TOKENS, counts, strict=True))
+def _quadratic(counts: list[_Count], attended: bool = False) -> tuple[float, float, float]:
+    """(C, a, b) through the three lengths, of the mean layer or (`attended`) the attention layers'."""
+    per_token = [c.attended if attended else c.per_token for c in counts]
+    (s1, s2, s3), (c1, c2, c3) = TOKENS, (p * s for s, p in zip(TOKENS, per_token, strict=True))
     d1, d2 = (c2 - c1) / (s2 - s1), (c3 - c2) / (s3 - s2)
     b = (d2 - d1) / (s3 - s1)
     a = d1 - b * (s1 + s2)
     return c1 - a * s1 - b * s1 * s1, a, b
 
 
-def _both(model, stack, kernel: str, kind: set[int]) -> list[list[_Count]] | None:
+def _both(model, stack, kernel: str, kind: set[int], share: float | None) -> list[list[_Count]] | None:
     """_counts trained, then frozen; None where either cannot be taken."""
-    trained = _counts(model, stack, kernel, True, kind)
-    frozen = _counts(model, stack, kernel, False, kind) if trained is not None else None
+    trained = _counts(model, stack, kernel, True, kind, share)
+    frozen = _counts(model, stack, kernel, False, kind, share) if trained is not None else None
     return None if frozen is None else [trained, frozen]
 
 
-def _counts(model, stack, kernel: str, trained: bool, kind: set[int]) -> list[_Count] | None:
+def _counts(model, stack, kernel: str, trained: bool, kind: set[int], share: float | None) -> list[_Count] | None:
     """_per_token at each of TOKENS under one kernel; None where any cannot be counted."""
     counts = []
     for tokens in TOKENS:
         try:
-            counts.append(_per_token(model, stack, kernel, trained, tokens, kind))
+            counts.append(_per_token(model, stack, kernel, trained, tokens, kind, share))
         except Exception:  # an op meta cannot run, a block that needs more than its input: the formula prices it
             return None
         if counts[-1] is None:
@@ -178,15 +185,21 @@ def _counts(model, stack, kernel: str, trained: bool, kind: set[int]) -> list[_C
 
 class _Count(NamedTuple):
     per_token: float
-    """Bytes per token the attention layers of the kind keep, mean over them, the first block left out where others
-    exist (it also keeps the rotary tables all layers share)."""
+    """Bytes per token a layer keeps, the mean over the layers the estimate's per-layer terms describe, the first block
+    left out where others exist (it also keeps the rotary tables all layers share): the attention layers of the kind;
+    of a hybrid (blocks without attention among those run: RecurrentGemma's RG-LRU, Mamba, linear attention, an MLP
+    alone), every block, each being one of its layers."""
     heads: int
-    """Query heads of one such layer."""
+    """Query heads of one attention layer."""
     masked: bool
     """A mask reached the attention kernel."""
+    attended: float
+    """per_token over the attention layers alone (what an eager score keeps is theirs: _quadratic)."""
 
 
-def _per_token(model, stack, kernel: str, trained: bool, tokens: int, kind: set[int]) -> _Count | None:
+def _per_token(
+    model, stack, kernel: str, trained: bool, tokens: int, kind: set[int], share: float | None
+) -> _Count | None:
     """One forward's count; None where no layer ran attention."""
     import torch
 
@@ -216,11 +229,24 @@ def _per_token(model, stack, kernel: str, trained: bool, tokens: int, kind: set[
     finally:
         for h in hooks:
             h.remove()
-    layers = sorted(i for i in attention_layers if i in kind)
-    layers = layers[1:] if len(layers) > 1 and layers[0] == 0 else layers
-    if not layers:
+    attended = _past_first(sorted(i for i in attention_layers if i in kind or len(attention_layers) < len(stack)))
+    if not attended:
         return None
-    return _Count(sum(per_layer[i] for i in layers) / len(layers) / tokens, attention_layers[layers[0]], any(masks))
+    attention = sum(per_layer[i] for i in attended) / len(attended) / tokens
+    per_token = attention
+    # a hybrid's layers of every kind are among the model's num_layers (Nemotron-H's MoE blocks hold no attention)
+    if len(attention_layers) < len(stack):
+        other = [i for i in _past_first(range(len(stack))) if i not in attention_layers]
+        sampled = len(attended) / (len(attended) + len(other))
+        weight = sampled if share is None else share
+        per_token = weight * attention + (1 - weight) * sum(per_layer[i] for i in other) / len(other) / tokens
+    return _Count(per_token, attention_layers[attended[0]], any(masks), attention)
+
+
+def _past_first(blocks) -> list[int]:
+    """The blocks without block 0 where others remain (it keeps what all layers share)."""
+    blocks = list(blocks)
+    return blocks[1:] if len(blocks) > 1 and blocks[0] == 0 else blocks
 
 
 def _decoder(model):

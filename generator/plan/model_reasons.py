@@ -148,12 +148,19 @@ def config_only_reason(model: ModelSpec) -> list[str]:
 
 
 def recurrent_reason(model: ModelSpec) -> list[str]:
-    """One line for a hybrid model (ModelSpec.recurrent_layers): its time and memory are priced as if every layer
-    were an attention layer, which they are not."""
+    """One line for a hybrid model (ModelSpec.recurrent_layers): its time is priced as if every layer were an
+    attention layer, which they are not; its memory too, unless its own blocks were counted (ModelSpec.layer_saved:
+    each kind of block, weighed by its share of the layers)."""
     if not model.recurrent_layers:
         return []
-    return [
+    head = (
         f"hybrid layers: {model.recurrent_layers} of {model.num_layers} decoder layers have no softmax attention "
-        "(Mamba, linear attention, convolution, or an MLP alone: the config's layer_types); the estimate prices "
-        "softmax attention in every layer and no recurrent scan, so its time and memory for this model are rough"
-    ]
+        "(Mamba, linear attention, convolution, or an MLP alone: the config's layer_types); "
+    )
+    if model.layer_saved is not None:
+        return [
+            head + "their memory is counted from the model's own blocks, but the time prices softmax attention in "
+            "every layer and no recurrent scan, so its speed for this model is rough"
+        ]
+    return [head + "the estimate prices softmax attention in every layer and no recurrent scan, so its time and memory "
+            "for this model are rough"]  # fmt: skip

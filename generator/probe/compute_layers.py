@@ -29,7 +29,8 @@ from pathlib import Path
 
 import torch
 
-from generator.model.loading import EXPERT_COUNT_KEYS, EXPERT_WIDTH_KEYS
+from generator.model.loading import EXPERT_WIDTH_KEYS
+from generator.model.meta import expert_count
 from generator.probe.compute_bench import Clock, per_layer
 from generator.probe.compute_grid import LAYER_TOKENS
 
@@ -141,7 +142,7 @@ def layer_dims(config) -> dict:
     """The widths that key a layer row (estimate.compute_table: `layers`), named as the planner's ModelSpec names them
     (generator/model/loading.py): an MoE's `intermediate` is its experts' width where the config gives one apart from
     the dense MLP's (Qwen3-MoE's moe_intermediate_size 768 beside an unused intermediate_size 6144)."""
-    experts = next((getattr(config, k) for k in EXPERT_COUNT_KEYS if getattr(config, k, None)), 0)
+    experts = expert_count(config)
     width = next((getattr(config, k) for k in EXPERT_WIDTH_KEYS if experts and getattr(config, k, None)), 0)
     return {"hidden": config.hidden_size, "intermediate": width or config.intermediate_size,
             "heads": config.num_attention_heads, "kv_heads": config.num_key_value_heads, "experts": experts,
