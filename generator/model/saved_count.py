@@ -22,6 +22,7 @@ import weakref
 from collections import Counter
 from typing import NamedTuple
 
+from generator.model.pass_count import counter
 from generator.model.types import LayerSaved
 
 TOKENS = (128, 256, 512)
@@ -134,9 +135,11 @@ def layer_saved(
         if any(_off_line(counts) for counts in causal):
             return None
         path = "sdpa_dense" if causal[0][0].masked else path
+    passes = (causal or eager)[0][-1].passes
     return LayerSaved(
-        path, round(linear, 1), round(frozen, 1), score, round(max(constant, 0.0)), round(max(frozen_constant, 0.0))
-    )
+        path, round(linear, 1), round(frozen, 1), score, round(max(constant, 0.0)), round(max(frozen_constant, 0.0)),
+        None if passes is None else round(passes, 1),
+    )  # fmt: skip
 
 
 def _linear(counts: list[_Count]) -> tuple[float, float]:
@@ -195,6 +198,9 @@ class _Count(NamedTuple):
     """A mask reached the attention kernel."""
     attended: float
     """per_token over the attention layers alone (what an eager score keeps is theirs: _quadratic)."""
+    passes: float | None = None
+    """HBM bytes per token of one forward of the layer's memory-bound ops (model.pass_count), the same mean; None
+    where not counted (a frozen or eager count)."""
 
 
 def _per_token(
@@ -220,8 +226,10 @@ def _per_token(
 
     hidden = model.get_input_embeddings().weight.shape[-1]
     embeds = torch.empty(1, tokens, hidden, device="meta", dtype=torch.bfloat16, requires_grad=True)
+    # the memory-bound passes of a trained layer on the SDPA path (the eager path's own softmax is attention's)
+    traffic = counter(lambda: current[0]) if trained and kernel != "eager" else contextlib.nullcontext()
     try:
-        with _stand_ins(attended), saved.hooks():
+        with _stand_ins(attended), saved.hooks(), traffic:
             _set_kernel(model, kernel)
             out = _decoder(model)(inputs_embeds=embeds, use_cache=False)
         per_layer = saved.by_owner()
@@ -232,15 +240,18 @@ def _per_token(
     attended = _past_first(sorted(i for i in attention_layers if i in kind or len(attention_layers) < len(stack)))
     if not attended:
         return None
-    attention = sum(per_layer[i] for i in attended) / len(attended) / tokens
-    per_token = attention
     # a hybrid's layers of every kind are among the model's num_layers (Nemotron-H's MoE blocks hold no attention)
-    if len(attention_layers) < len(stack):
-        other = [i for i in _past_first(range(len(stack))) if i not in attention_layers]
-        sampled = len(attended) / (len(attended) + len(other))
-        weight = sampled if share is None else share
-        per_token = weight * attention + (1 - weight) * sum(per_layer[i] for i in other) / len(other) / tokens
-    return _Count(per_token, attention_layers[attended[0]], any(masks), attention)
+    other = [i for i in _past_first(range(len(stack))) if i not in attention_layers]
+    weight = (share if share is not None else len(attended) / (len(attended) + len(other))) if other else 1.0
+
+    def mean(by_block) -> float:
+        attention = sum(by_block[i] for i in attended) / len(attended)
+        rest = sum(by_block[i] for i in other) / len(other) if other else 0.0
+        return (weight * attention + (1 - weight) * rest) / tokens
+
+    passes = mean(traffic.totals) if hasattr(traffic, "totals") else None
+    attention = sum(per_layer[i] for i in attended) / len(attended) / tokens
+    return _Count(mean(per_layer), attention_layers[attended[0]], any(masks), attention, passes)
 
 
 def _past_first(blocks) -> list[int]:

@@ -25,6 +25,10 @@ class LayerSaved(NamedTuple):
     """Bytes a layer keeps whatever its tokens, trained (DeepSeek-V3's router: an fp32 copy of its weight)."""
     per_layer_frozen: int = 0
     """The same, frozen."""
+    pass_bytes: float | None = None
+    """HBM bytes per token of one forward of its memory-bound ops (all but its GEMMs and attention kernel: norms,
+    activations, biases, RoPE, casts), eager bf16, at the count's longest length (model.pass_count); None where the
+    layer has no SDPA path to count it on."""
 
 
 @dataclass(frozen=True)
