@@ -191,7 +191,8 @@ def meta_counts(config_dict: dict, name: str = "the model") -> MetaCounts:
     # the list is the one the experts were found in, since it is `layers` long
     kind = list(expert_blocks) if experts and expert_blocks else None
     with _quiet(QUIET_LOGGERS + ("transformers",)):  # the count last: it casts the model and switches its attention
-        share = 1 - recurrent_layers(dims) / layers if recurrent_layers(dims) else None
+        recurrent = recurrent_layers(dims)
+        share = 1 - recurrent / layers if recurrent else None
         return counts._replace(saved=layer_saved(model, uniform, attentions, kind, share))
 
 

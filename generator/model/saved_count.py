@@ -200,7 +200,7 @@ class _Count(NamedTuple):
     """per_token over the attention layers alone (what an eager score keeps is theirs: _quadratic)."""
     passes: float | None = None
     """HBM bytes per token of one forward of the layer's memory-bound ops (model.pass_count), the same mean; None
-    where not counted (a frozen or eager count)."""
+    where not counted (a frozen or eager count, or a length short of the longest)."""
 
 
 def _per_token(
@@ -226,10 +226,12 @@ def _per_token(
 
     hidden = model.get_input_embeddings().weight.shape[-1]
     embeds = torch.empty(1, tokens, hidden, device="meta", dtype=torch.bfloat16, requires_grad=True)
-    # the memory-bound passes of a trained layer on the SDPA path (the eager path's own softmax is attention's)
-    traffic = counter(lambda: current[0]) if trained and kernel != "eager" else contextlib.nullcontext()
+    # the memory-bound passes of a trained layer on the SDPA path (the eager path's own softmax is attention's), at
+    # the longest length only (LayerSaved.pass_bytes reads that one)
+    counting = trained and kernel != "eager" and tokens == TOKENS[-1]
+    traffic = counter(lambda: current[0]) if counting else None
     try:
-        with _stand_ins(attended), saved.hooks(), traffic:
+        with _stand_ins(attended), saved.hooks(), traffic if traffic is not None else contextlib.nullcontext():
             _set_kernel(model, kernel)
             out = _decoder(model)(inputs_embeds=embeds, use_cache=False)
         per_layer = saved.by_owner()
@@ -244,14 +246,14 @@ def _per_token(
     other = [i for i in _past_first(range(len(stack))) if i not in attention_layers]
     weight = (share if share is not None else len(attended) / (len(attended) + len(other))) if other else 1.0
 
-    def mean(by_block) -> float:
-        attention = sum(by_block[i] for i in attended) / len(attended)
-        rest = sum(by_block[i] for i in other) / len(other) if other else 0.0
-        return (weight * attention + (1 - weight) * rest) / tokens
+    def average(by_block, blocks) -> float:
+        return sum(by_block[i] for i in blocks) / len(blocks) / tokens if blocks else 0.0
 
-    passes = mean(traffic.totals) if hasattr(traffic, "totals") else None
-    attention = sum(per_layer[i] for i in attended) / len(attended) / tokens
-    return _Count(mean(per_layer), attention_layers[attended[0]], any(masks), attention, passes)
+    def mean(by_block) -> float:
+        return weight * average(by_block, attended) + (1 - weight) * average(by_block, other)
+
+    passes = mean(traffic.totals) if traffic is not None else None
+    return _Count(mean(per_layer), attention_layers[attended[0]], any(masks), average(per_layer, attended), passes)
 
 
 def _past_first(blocks) -> list[int]:
