@@ -25,7 +25,8 @@ from generator.catalog.gpus import find_gpu
 from generator.estimate import Estimate, Placement, Workload, estimate
 from generator.estimate.compute_source import table_for
 from generator.estimate.host_time import host_ratio, host_tables, model_host_tables, rescaled
-from generator.estimate.scripts import ALL_LINEAR
+from generator.estimate.scripts import ALL_LINEAR, parse_lora_targets
+from generator.estimate.states import named_targets
 from generator.model import ModelSpec, load_model, spec_from_any_config
 from generator.model.presets import preset_config
 
@@ -97,6 +98,9 @@ class Row:
     """LoRA's adapted projections (every bench script adapts all of them; TRL's CLI rows say which)."""
     lora_dropout: float = 0.0
     """LoRA dropout (TRL's CLI default 0.05; the other bench scripts 0)."""
+    lora_by_name: bool = False
+    """train.py ran without --lora-targets: its default adapts the llama names the model has (q/k/v/o_proj alone on
+    StarCoder2, training/model.linear_targets), not the model's every Linear that the plan's `all-linear` asks for."""
     model: str = MODEL
     """The generator preset or bench model (bench/models) that ran (sweep rows name theirs; every earlier row is
     Mistral-7B)."""
@@ -152,7 +156,7 @@ class Row:
             script=self.script,
             precision=self.precision,
             compiled_layers=self.compiled_layers,
-            lora_targets=self.lora_targets,
+            lora_targets=named_targets(self.spec, self.lora_targets) if self.lora_by_name else self.lora_targets,
             lora_dropout=self.lora_dropout,
             **(self._attention() if self.doc_tokens is not None else bench_attention(self.flex)),
         )
@@ -236,14 +240,23 @@ def _sweep_rows(name: str, data: dict) -> list[Row]:
                 precision=c.get("precision", "bf16"),
                 compiled_layers=c.get("compiled", False),
                 # TRL's CLI rows (bench/trl_cli.py) state their adapters; the other scripts adapt every projection
-                lora_targets=tuple(c.get("lora_targets", ALL_LINEAR)),
+                lora_targets=_targets(c.get("lora_targets")),
                 lora_dropout=c.get("lora_dropout", 0.0),
+                lora_by_name=c["script"] == "train.py" and c["method"] != "full" and "--lora-targets" not in cmd,
                 model=c.get("model", MODEL),
                 layers=c.get("layers"),
                 host=tuple(data.get("host") or ()),
             )
         )
     return rows
+
+
+def _targets(stated) -> tuple[str, ...]:
+    """A cell's adapters: TRL's CLI rows list theirs, a train.py cell may state its --lora-targets text
+    (sweep_cell.Cell), the rest adapt every projection."""
+    if stated is None:
+        return ALL_LINEAR
+    return parse_lora_targets(stated) if isinstance(stated, str) else tuple(stated)
 
 
 def _sweep_role(key: str, script: str) -> str:

@@ -275,6 +275,25 @@ STARCODER2 = (
     _family("starcoder2-default", "lora", 4096, 8, False, False),
 )
 
+# Chosen on 2026-12-05 (ninth session) before any ran, after the count took CUDA's autocast policy (layer_norm, pow and
+# sum in fp32: generator/model/cuda_autocast.py): two more LayerNorm families at transformers' default configs
+# (bench/models/phi-default.json: Phi's gelu_new MLP, whose pow chain autocast runs in fp32, a partial rotary and a
+# parallel block; bench/models/falcon-default.json: Falcon-7B's shape, multi-query, a parallel block, no biases), the
+# plan's own picks at their 2,048-token limit on one H200 (float8, all-linear LoRA as the plan prints it), their bf16
+# twins where the plan's pick is float8 (PICK_PAIRS), and StarCoder2's LoRA as the plan now prints it (float8 at 4,096
+# x 4, --lora-targets all-linear: its 2026-12-05 row ran train.py's default, the llama names: q/k/v/o_proj alone).
+# Predicted in bench/results/predicted/families-2026-12-05-b.json before the call.
+PHI = _family("phi-default", "full", 2048, 8, False, False, precision="fp8")
+PHI_BF16 = _family("phi-default", "full", 2048, 8, False, False)
+PHI_LORA = replace(_family("phi-default", "lora", 2048, 8, False, False, precision="fp8"), lora_targets="all-linear")
+FALCON_LORA = replace(
+    _family("falcon-default", "lora", 2048, 8, False, False, precision="fp8"), lora_targets="all-linear"
+)
+FALCON_LORA_BF16 = replace(FALCON_LORA, precision="bf16")
+FALCON = _family("falcon-default", "full", 2048, 2, False, False, precision="fp8")
+STARCODER2_ALL_LINEAR = replace(STARCODER2[1], micro_batch=4, precision="fp8", lora_targets="all-linear")
+LAYERNORM_FAMILIES = (PHI, PHI_BF16, PHI_LORA, FALCON_LORA, FALCON_LORA_BF16, FALCON, STARCODER2_ALL_LINEAR)
+
 FAMILY_CELLS: tuple[Cell, ...] = (
     MIXTRAL_QLORA,
     MIXTRAL_FULL_L4,
@@ -311,6 +330,7 @@ FAMILY_CELLS: tuple[Cell, ...] = (
     *NEXT_HOST,
     *QWEN15_MOE,
     *STARCODER2,
+    *LAYERNORM_FAMILIES,
 )
 
 # (the plan's default pick, its runner-up): one lever apart, measured in the same call where the budget allows.
@@ -326,6 +346,8 @@ PICK_PAIRS: tuple[tuple[Cell, Cell], ...] = (
     (QWEN14_LORA_LIGER, UNSEEN_MODELS[2]),
     (QWEN3_LORA_FP8, QWEN3_LORA),
     (OLMOE_LORA_FP8, OLMOE_LORA),
+    (PHI, PHI_BF16),
+    (FALCON_LORA, FALCON_LORA_BF16),
     *COMPILE_PAIRS,
     *COMPILE_PAIRS_B,
     *COMPILE_PAIRS_C,

@@ -185,6 +185,7 @@ def train_command(cell: Cell, cfg: Path, log: Path, model: Path, data: Path, out
         *(["--precision", "fp8"] if cell.precision == "fp8" else []),
         *(["--compile-layers"] if cell.compiled else []),
         *(["--seed", str(cell.seed)] if cell.seed is not None else []),
+        *(["--lora-targets", cell.lora_targets] if cell.lora_targets else []),
     ]  # fmt: skip
     if cell.script == "train.py":
         # --no-fit-check: the sweep measures, cells predicted over the card included (their OOM is the data)

@@ -38,6 +38,9 @@ class Cell:
     """The generator preset whose architecture runs (issue 26: the families beyond Mistral, bench/families.py)."""
     layers: int | None = None
     """Keep the preset's first N decoder layers (a model that fits one GPU where the whole one does not); None: all."""
+    lora_targets: str | None = None
+    """train.py --lora-targets as the plan prints it (all-linear on a model without the llama names); None: train.py's
+    default (the llama names the model has)."""
 
     @property
     def key(self) -> str:
@@ -48,6 +51,7 @@ class Cell:
         base += f"-ckpt{ck}"
         tail = ("-liger" if self.liger else "") + ("-fp8" if self.precision == "fp8" else "")
         tail += ("-compiled" if self.compiled else "") + (f"-seed{self.seed}" if self.seed is not None else "")
+        tail += f"-{self.lora_targets}" if self.lora_targets else ""
         # a long run (issue 20's 200-step loss curves, 40-step host-bound timings) says so, so it never shares a key
         # with a few-step throughput cell
         return f"{base}-{self.attention}-{self.docs}{tail}" + (f"-n{self.steps}" if self.steps >= LONG_STEPS else "")

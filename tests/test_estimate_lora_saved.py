@@ -24,8 +24,8 @@ TINY = dict(vocab_size=1000, hidden_size=256, num_hidden_layers=LAYERS, num_atte
 
 
 def saved_bytes_per_layer(model, inputs: dict, keep_weight_shapes: bool = False) -> list[int]:
-    """bench/scripts/saved_audit.saved_bytes_per_layer over LAYERS layers under bf16 autocast."""
-    return counted_per_layer(model, inputs, LAYERS, keep_weight_shapes, autocast=torch.bfloat16)
+    """bench/scripts/saved_audit.saved_bytes_per_layer over LAYERS layers under CUDA's bf16 autocast policy."""
+    return counted_per_layer(model, inputs, LAYERS, keep_weight_shapes)
 
 
 def tiny(method: str, load_dtype: str, window: int | None, targets=TARGETS, dropout: float = 0.0):

@@ -1,8 +1,8 @@
 """A decoder layer's memory-bound passes counted from its own ops on the meta device (model.pass_count,
 LayerSaved.pass_bytes) and priced by estimate.passes for an eager layer. The llama layer's hand count (estimate.passes
 _eager: each op of transformers' Mistral layer written out) is the reference the counter must reproduce; other
-families move what their code moves (a GELU MLP with LayerNorms about 0.4 of the llama layer's bytes, Gemma-2's four
-norms and softcapping 1.6)."""
+families move what their code moves under CUDA's autocast (a GELU MLP with LayerNorms about 0.7 of the llama layer's
+bytes, its norms in fp32; Gemma-2's four norms and softcapping 1.6)."""
 
 from __future__ import annotations
 
@@ -40,14 +40,15 @@ def test_the_count_is_the_llama_hand_count(monkeypatch, tmp_path, model_type):
 def test_a_gelu_mlp_moves_its_activation_once_per_element(monkeypatch, tmp_path):
     """StarCoder2: the MLP's biases ride in addmm and GELU reads and writes each intermediate element once (4 bytes in
     bf16), where SwiGLU's silu and product move 10; so 512 more intermediate features cost 2,048 bytes a token, and
-    the layer well under half the llama formula's."""
+    the layer less than the llama formula's even with CUDA's autocast running its LayerNorms in fp32 (each cast up
+    and down again for q, k, v and c_fc: about 1.8x a bf16 norm's bytes)."""
     from generator.estimate.passes import _eager
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     narrow, formula = _counted("starcoder2")
     wide, _ = _counted("starcoder2", intermediate_size=FAMILIES["starcoder2"]["intermediate_size"] + 512)
     assert wide.layer_saved.pass_bytes - narrow.layer_saved.pass_bytes == pytest.approx(4 * 512, rel=0.01)
-    assert narrow.layer_saved.pass_bytes < 0.5 * _eager(formula)
+    assert narrow.layer_saved.pass_bytes < 0.75 * _eager(formula)
 
 
 def test_the_estimate_prices_an_eager_layer_by_its_count_and_a_fused_one_by_the_formula(monkeypatch, tmp_path):

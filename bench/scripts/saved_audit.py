@@ -83,14 +83,13 @@ DROPOUT_KEYS = ("attention_dropout", "attn_pdrop", "resid_pdrop", "embd_pdrop", 
 BLOCK = re.compile(r"\.(?:layers|h|blocks)\.(\d+)(?:\.|$)")
 
 
-def saved_bytes_per_layer(model, inputs: dict, layers: int, keep_weight_shapes: bool = False, autocast=None):
+def saved_bytes_per_layer(model, inputs: dict, layers: int, keep_weight_shapes: bool = False):
     """Bytes of unique storages each decoder layer's modules saved for backward and still hold after the loss
     (model.saved_count.SavedStorages), leaving out parameters and bf16 copies of them (the estimator counts weights
     elsewhere), unless `keep_weight_shapes`: then a tensor shaped like its module's weight counts too (peft's folded
-    expert stacks). `autocast`: a dtype to run the forward under CPU autocast (what Accelerate's mixed_precision
-    does), or None."""
-    import torch
-
+    expert stacks). The forward runs under CUDA's bf16 autocast policy (model.cuda_autocast: what Accelerate's
+    mixed_precision does on a GPU, which the CPU's own autocast does not: it keeps layer_norm and pow in bf16)."""
+    from generator.model.cuda_autocast import cuda_autocast
     from generator.model.saved_count import SavedStorages
 
     stack = ["<root>"]
@@ -104,12 +103,8 @@ def saved_bytes_per_layer(model, inputs: dict, layers: int, keep_weight_shapes: 
         return not keep_weight_shapes and tuple(t.shape[::-1]) in weight_shapes.get(stack[-1], ())
 
     saved = SavedStorages(model, lambda: stack[-1], weight_like)
-    with saved.hooks():
-        if autocast is not None:
-            with torch.autocast("cpu", dtype=autocast):
-                loss = model(**inputs).loss
-        else:
-            loss = model(**inputs).loss
+    with saved.hooks(), cuda_autocast():
+        loss = model(**inputs).loss
     per_layer = [0] * layers
     for name, nbytes in saved.by_owner().items():
         found = BLOCK.search(name)
@@ -157,15 +152,17 @@ def count_one(model_type: str, extra: dict, workdir: Path, method: str = "full",
     attention = attention or ("sdpa" if "sdpa" in spec.attentions else "eager")
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(config, attn_implementation=attention).to(torch.bfloat16).train()
-    autocast, names = None, {name.rsplit(".", 1)[-1] for name, _ in model.named_modules()}
     if method == "lora":
         from peft import LoraConfig, get_peft_model
 
-        targets = "all-linear" if own_linears_adapted(spec) else [m for m in lora_modules(ALL_LINEAR) if m in names]
+        from training.model import linear_targets
+
+        # train.py's default: the llama names the model holds as Linears (an MoE's fused experts are not adapted)
+        targets = "all-linear" if own_linears_adapted(spec) else linear_targets(model, lora_modules(ALL_LINEAR))
         adapters = LoraConfig(r=16, lora_alpha=32, lora_dropout=0.0, target_modules=targets, task_type="CAUSAL_LM")
-        model, autocast = get_peft_model(model, adapters).train(), torch.bfloat16
+        model = get_peft_model(model, adapters).train()
     ids = torch.randint(3, WIDTHS["vocab_size"], (1, SEQ))
-    per_layer = saved_bytes_per_layer(model, {"input_ids": ids, "labels": ids}, layers, autocast=autocast)
+    per_layer = saved_bytes_per_layer(model, {"input_ids": ids, "labels": ids}, layers)
     counted = _hybrid_mean(per_layer, config.layer_types) if hybrid else per_layer[1]
     workload = Workload(method=method, seq_len=SEQ, grad_checkpointing=False, load_dtype="bf16", attention=attention,
                         lora_r=16, lora_targets=ALL_LINEAR)  # fmt: skip
@@ -203,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     doc = {
         "what": "bytes per token a middle decoder layer keeps for backward, counted on the CPU, beside what "
         "estimate.activations prices for it (bf16, no checkpointing; bench/scripts/saved_audit.py)",
-        "method": args.method if args.method == "full" else "lora: peft all-linear, r 16, no dropout, bf16 autocast",
+        "method": args.method if args.method == "full" else "lora: peft all-linear, r 16, no dropout",
         "date": time.strftime("%Y-%m-%d"), "transformers": transformers.__version__, "torch": torch.__version__,
         "widths": {**WIDTHS, "seq_len": SEQ}, "results": results,
     }  # fmt: skip

@@ -63,17 +63,30 @@ def own_layer_delta(
     formula prices for the layer as counted, activations._formula_as_counted), with what it keeps whatever its
     tokens spread over the micro-batch's `tokens`; or without a count its norms (norms_delta_per_token). `fused`:
     Liger's or inductor's norms, which keep only their input, where the count ran the model's own; the rest of the
-    difference (an MLP's, a projection's) is taken as counted."""
+    difference (an MLP's, a projection's) is taken as counted. A full fine-tune on an fp32 stream takes the fp32
+    count where there is one (counted_stream)."""
     counted = model.layer_saved
     if counted is None or formula is None:
         return norms_delta_per_token(model, trained, fused, residual)
     per_token, per_layer = (
         (counted.trained, counted.per_layer) if trained else (counted.frozen, counted.per_layer_frozen)
     )
+    if counted_stream(model, trained, residual) == 4:
+        per_token = counted.trained_fp32
     delta = per_token + per_layer / tokens - formula
     if fused and model.norms:  # the norms the count ran unfused, as a fused norm keeps them
         delta += _fused_norms(model, residual) - _unfused_norms(model, trained)
     return delta
+
+
+def counted_stream(model: ModelSpec, trained: bool, residual: int) -> int:
+    """Bytes per element of the residual stream the count ran at: 4 where a full fine-tune's fp32 weights run under
+    autocast and the fp32 count was taken (LayerSaved.trained_fp32), else 2. Under CUDA's autocast a LayerNorm keeps
+    an fp32 input at either stream, where the formula's llama norm keeps more only at 4: the formula's step from 2 to
+    4 would count it twice (StarCoder2: 4h a token and layer)."""
+    counted = model.layer_saved
+    fp32 = trained and residual == 4 and counted is not None and counted.trained_fp32 is not None
+    return 4 if fp32 else 2
 
 
 def _unfused_norms(model: ModelSpec, trained: bool) -> float:

@@ -56,8 +56,18 @@ def shard_count(strategy: str, placement: Placement) -> int:
 
 def adapted_targets(model: ModelSpec, targets: tuple[str, ...] = LORA_TARGETS) -> tuple[str, ...]:
     """The targets that exist as nn.Linear in this model: an MoE's experts are fused expert tensors, not Linear
-    layers peft adapts by name, so only the attention projections remain."""
-    return tuple(t for t in targets if not (model.num_experts and t in ("gate", "up", "down")))
+    layers peft adapts by name, so only the attention projections remain; a model whose Linears are read
+    (ModelSpec.linear_names) keeps the names it has (StarCoder2 has q/k/v/o_proj, not gate/up/down_proj)."""
+    return tuple(t for t in named_targets(model, targets) if not (model.num_experts and t in ("gate", "up", "down")))
+
+
+def named_targets(model: ModelSpec, targets: tuple[str, ...]) -> tuple[str, ...]:
+    """The llama-named targets the model's decoder layers hold as Linears (all of them where the names are not read:
+    the llama family), as peft matches names and train.py's default keeps those a model has
+    (training/model.linear_targets)."""
+    if model.linear_names is None or model.num_experts:
+        return targets
+    return tuple(t for t in targets if f"{t}_proj" in model.linear_names)
 
 
 def linear_dims(model: ModelSpec) -> dict[str, tuple[int, int]]:

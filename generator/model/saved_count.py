@@ -22,6 +22,7 @@ import weakref
 from collections import Counter
 from typing import NamedTuple
 
+from generator.model.cuda_autocast import cuda_autocast
 from generator.model.pass_count import counter
 from generator.model.types import LayerSaved
 
@@ -97,8 +98,9 @@ def layer_saved(
     of three).
 
     A layer keeps c(s) = C + a s + b s^2 bytes at s tokens: C what does not grow with them (DeepSeek-V3's router
-    keeps an fp32 copy of its weight, 7 MB a layer), a per token, b per query and key pair (eager's scores, over the
-    heads). The causal path is fitted on its first two lengths with b = 0 and must hold at the third."""
+    keeps a copy of its weight for backward: cast to fp32 in its code, back to bf16 by autocast, 3.7 MB a layer), a
+    per token, b per query and key pair (eager's scores, over the heads). The causal path is fitted on its first two
+    lengths with b = 0 and must hold at the third."""
     import torch
 
     if not len(stack):
@@ -117,9 +119,10 @@ def layer_saved(
         kernel = ATTENTION if backend else "sdpa"
         causal = _both(model, stack, kernel, kind, attention_share) if path != "eager" else None
         eager = _both(model, stack, "eager", kind, attention_share) if path == "eager" or causal is not None else None
+        stream = _counts(model, stack, kernel, True, kind, attention_share, torch.float32) if causal else None
     finally:
         stack.extend(rest)
-        model.requires_grad_(True)
+        model.to(torch.bfloat16).requires_grad_(True)
     score = None
     if eager is not None:  # b over the heads of one attention layer is what a score keeps
         fits = [_quadratic(counts) for counts in eager]
@@ -136,9 +139,10 @@ def layer_saved(
             return None
         path = "sdpa_dense" if causal[0][0].masked else path
     passes = (causal or eager)[0][-1].passes
+    fp32 = None if stream is None or _off_line(stream) else round(_linear(stream)[1], 1)
     return LayerSaved(
         path, round(linear, 1), round(frozen, 1), score, round(max(constant, 0.0)), round(max(frozen_constant, 0.0)),
-        None if passes is None else round(passes, 1),
+        None if passes is None else round(passes, 1), fp32,
     )  # fmt: skip
 
 
@@ -173,12 +177,15 @@ def _both(model, stack, kernel: str, kind: set[int], share: float | None) -> lis
     return None if frozen is None else [trained, frozen]
 
 
-def _counts(model, stack, kernel: str, trained: bool, kind: set[int], share: float | None) -> list[_Count] | None:
-    """_per_token at each of TOKENS under one kernel; None where any cannot be counted."""
+def _counts(
+    model, stack, kernel: str, trained: bool, kind: set[int], share: float | None, weights=None
+) -> list[_Count] | None:
+    """_per_token at each of TOKENS under one kernel; None where any cannot be counted. `weights`: fp32 for a
+    full fine-tune's fp32 weights under autocast (its residual stream fp32 too); bf16 where None."""
     counts = []
     for tokens in TOKENS:
         try:
-            counts.append(_per_token(model, stack, kernel, trained, tokens, kind, share))
+            counts.append(_per_token(model, stack, kernel, trained, tokens, kind, share, weights))
         except Exception:  # an op meta cannot run, a block that needs more than its input: the formula prices it
             return None
         if counts[-1] is None:
@@ -204,16 +211,18 @@ class _Count(NamedTuple):
 
 
 def _per_token(
-    model, stack, kernel: str, trained: bool, tokens: int, kind: set[int], share: float | None
+    model, stack, kernel: str, trained: bool, tokens: int, kind: set[int], share: float | None, weights=None
 ) -> _Count | None:
-    """One forward's count; None where no layer ran attention."""
+    """One forward's count under CUDA's autocast policy (model.cuda_autocast); None where no layer ran attention."""
     import torch
 
-    model.requires_grad_(trained)
+    weights = weights or torch.bfloat16
+    model.to(weights).requires_grad_(trained)
     current: list[int | None] = [None]
     attention_layers: dict[int, int] = {}
     masks: list[bool] = []
-    saved = SavedStorages(model, lambda: current[0])
+    autocast = cuda_autocast()
+    saved = SavedStorages(model, lambda: current[0], skip=autocast.is_weight_copy)
     hooks = []
     for i, block in enumerate(stack):
         hooks.append(block.register_forward_pre_hook(lambda m, a, i=i: current.__setitem__(0, i)))
@@ -225,13 +234,18 @@ def _per_token(
             masks.append(masked)
 
     hidden = model.get_input_embeddings().weight.shape[-1]
-    embeds = torch.empty(1, tokens, hidden, device="meta", dtype=torch.bfloat16, requires_grad=True)
+    embeds = torch.empty(1, tokens, hidden, device="meta", dtype=weights, requires_grad=True)
     # the memory-bound passes of a trained layer on the SDPA path (the eager path's own softmax is attention's), at
     # the longest length only (LayerSaved.pass_bytes reads that one)
-    counting = trained and kernel != "eager" and tokens == TOKENS[-1]
+    counting = trained and kernel != "eager" and tokens == TOKENS[-1] and weights == torch.bfloat16
     traffic = counter(lambda: current[0]) if counting else None
     try:
-        with _stand_ins(attended), saved.hooks(), traffic if traffic is not None else contextlib.nullcontext():
+        with (
+            _stand_ins(attended),
+            saved.hooks(),
+            autocast,
+            traffic if traffic is not None else contextlib.nullcontext(),
+        ):
             _set_kernel(model, kernel)
             out = _decoder(model)(inputs_embeds=embeds, use_cache=False)
         per_layer = saved.by_owner()
@@ -287,6 +301,8 @@ def _stand_ins(attended):
         # a class that always builds a mask (Falcon: allow_is_causal_skip=False) runs the masked kernel on the GPU:
         # it keeps what flash keeps besides the mask's bias, which the estimator prices on its own (mask_bytes)
         attended(query.shape[1], attn_mask is not None)
+        # autocast runs SDPA in bf16 (an fp32 norm's q or k is cast; the functional call is replaced, so it is here)
+        query, key, value = (t.to(torch.bfloat16) for t in (query, key, value))
         if value.shape[-1] != query.shape[-1]:  # MLA's narrower values: flash takes one head width, SDPA picks this
             return aten._scaled_dot_product_efficient_attention(query, key, value, None, True, dropout_p, True)[0]
         return aten._scaled_dot_product_flash_attention(query, key, value, dropout_p, True, False, scale=scale)[0]

@@ -9,7 +9,8 @@ from typing import NamedTuple
 
 class LayerSaved(NamedTuple):
     """What one decoder layer of the model's own code keeps for backward, per token, counted on the meta device at
-    sizing (model.saved_count): bf16, dropout as configured, mean over the attention layers."""
+    sizing (model.saved_count) under CUDA's bf16 autocast policy (model.cuda_autocast): bf16 weights unless named,
+    dropout as configured, mean over the attention layers."""
 
     path: str
     """The attention path counted (estimate.attention.kernel_path): sdpa_causal (the flash kernel, no mask) or eager
@@ -22,13 +23,16 @@ class LayerSaved(NamedTuple):
     """Bytes transformers' eager attention keeps per score (one query, one key, one head): its s x s terms; None
     where eager was not counted."""
     per_layer: int = 0
-    """Bytes a layer keeps whatever its tokens, trained (DeepSeek-V3's router: an fp32 copy of its weight)."""
+    """Bytes a layer keeps whatever its tokens, trained (DeepSeek-V3's router: a copy of its weight)."""
     per_layer_frozen: int = 0
     """The same, frozen."""
     pass_bytes: float | None = None
     """HBM bytes per token of one forward of its memory-bound ops (all but its GEMMs and attention kernel: norms,
     activations, biases, RoPE, casts), eager bf16, at the count's longest length (model.pass_count); None where the
     layer has no SDPA path to count it on."""
+    trained_fp32: float | None = None
+    """Bytes per token with every weight trained and fp32 under autocast (a full fine-tune's fp32 weights: its
+    residual stream fp32 too), on the SDPA path; None where not counted (no SDPA path, or an s x s term)."""
 
 
 @dataclass(frozen=True)
