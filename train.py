@@ -167,7 +167,9 @@ def train(args: argparse.Namespace) -> int:
     if hf_ckpt:
         enable_grad_checkpointing(model)
     if args.method in ("lora", "qlora"):
-        model = add_adapters(model, args, args.grad_checkpointing and not fsdp_ac)
+        model, targets_note = add_adapters(model, args, args.grad_checkpointing and not fsdp_ac)
+        if targets_note and main:  # an MoE whose MLP names peft would move onto its experts
+            print(targets_note, flush=True)
     compiled = compile_layers(model) if compile_wanted else 0
     n_params, n_trainable = count_params(model)
 

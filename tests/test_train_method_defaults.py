@@ -54,7 +54,7 @@ def test_lora_base_loads_in_bf16_and_adapters_stay_fp32(tiny):
     from transformers import AutoConfig
 
     args = parse_args(["--model", str(tiny), "--method", "lora", "--lora-r", "4"])
-    model = add_adapters(load_model(args, AutoConfig.from_pretrained(str(tiny)), use_cuda=False), args, False)
+    model, _ = add_adapters(load_model(args, AutoConfig.from_pretrained(str(tiny)), use_cuda=False), args, False)
     trainable = {n: p.dtype for n, p in model.named_parameters() if p.requires_grad}
     frozen = {n: p.dtype for n, p in model.named_parameters() if not p.requires_grad}
     assert trainable and all("lora_" in n for n in trainable)
@@ -137,6 +137,6 @@ def test_qlora_random_init_with_bitsandbytes_gives_a_4bit_model_peft_prepares(ti
     torch.testing.assert_close(model.model.norm.weight, reference.model.norm.weight)  # unquantised parts exact
 
     args = parse_args(["--model", str(tiny), "--init", "random", "--method", "qlora", "--lora-r", "4"])
-    peft_model = add_adapters(model, args, grad_checkpointing=False)
+    peft_model, _ = add_adapters(model, args, grad_checkpointing=False)
     trainable = {n: p.dtype for n, p in peft_model.named_parameters() if p.requires_grad}
     assert trainable and all("lora_" in n for n in trainable) and set(trainable.values()) == {torch.float32}

@@ -36,7 +36,7 @@ def test_a_qlora_checkpoint_loads_back_and_the_next_step_matches(tmp_path):
         torch.manual_seed(0)
         model = quantised_random_model(config, "cpu", quantization_config=quantization_config(),
                                        dtype=torch.bfloat16, attn_implementation="sdpa")  # fmt: skip
-        model = add_adapters(model, args, grad_checkpointing=False)
+        model, _ = add_adapters(model, args, grad_checkpointing=False)
         opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-2)
         accelerator = Accelerator(cpu=True)
         return accelerator, *accelerator.prepare(model, opt)

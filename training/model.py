@@ -111,15 +111,49 @@ def add_adapters(model, args, grad_checkpointing: bool):
             gradient_checkpointing_kwargs={"use_reentrant": False},
         )
     targets = "all-linear" if args.lora_targets == "all-linear" else args.lora_targets.split(",")
+    note = None
     if args.lora_targets == DEFAULT_LORA_TARGETS:
-        targets = linear_targets(model, targets)
+        targets, note = experts_kept_off(model, linear_targets(model, targets))
     cfg = LoraConfig(
         r=args.lora_r, lora_alpha=args.lora_alpha, lora_dropout=0.0, target_modules=targets, task_type="CAUSAL_LM"
     )
     try:
-        return get_peft_model(model, cfg)
+        return get_peft_model(model, cfg), note
     except ValueError as exc:
         raise UserError(f"--lora-targets {args.lora_targets!r}: {first_line(exc)}") from None
+
+
+def experts_kept_off(model, targets: list[str]) -> tuple[list[str], str | None]:
+    """The targets without the names peft would move onto the model's fused routed experts, and train.py's line
+    saying so (None where none moves). peft 0.21 turns gate/up/down_proj into adapters on every routed expert of the
+    types transformers maps to qwen2_moe's weight conversion and drops them from the shared experts and dense MLPs
+    (generator/catalog/peft_moe.py), which the estimate does not price and which trains a weight gradient for every
+    expert. The installed peft is asked (the conversion it runs in get_peft_model, on a copy of the config); a peft
+    without it falls back on the catalog's table."""
+    from peft import LoraConfig
+
+    try:
+        from peft.utils.transformers_weight_conversion import (
+            convert_peft_config_for_transformers,
+            get_model_conversion_mapping,
+        )
+
+        probe = LoraConfig(r=8, target_modules=list(targets))
+        convert_peft_config_for_transformers(probe, model=model, conversions=get_model_conversion_mapping(model))
+        moved = sorted(set(targets) - set(probe.target_modules or ())) if probe.target_parameters else []
+    except (ImportError, AttributeError, TypeError):
+        from generator.catalog.peft_moe import MOVED_NAMES, mlp_names_reach_linears
+
+        model_type = str(getattr(model.config, "model_type", ""))
+        moved = [] if mlp_names_reach_linears(model_type) else [t for t in targets if t[:-5] in MOVED_NAMES]
+    kept = [t for t in targets if t not in moved]
+    if not moved or not kept:  # nothing else to adapt: peft's choice stands
+        return targets, None
+    return kept, (
+        f"LoRA: {', '.join(moved)} left out: peft would move them onto {model.config.model_type}'s fused routed "
+        f"experts (a weight gradient for every expert, which the plan does not price); adapting {', '.join(kept)}. "
+        "--lora-targets names them to train the experts anyway."
+    )
 
 
 def linear_targets(model, names: list[str]) -> list[str]:

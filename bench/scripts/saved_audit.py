@@ -155,12 +155,16 @@ def count_one(model_type: str, extra: dict, workdir: Path, method: str = "full",
     if method == "lora":
         from peft import LoraConfig, get_peft_model
 
-        from training.model import linear_targets
+        from training.model import experts_kept_off, linear_targets
 
-        # train.py's default: the llama names the model holds as Linears (an MoE's fused experts are not adapted)
-        targets = "all-linear" if own_linears_adapted(spec) else linear_targets(model, lora_modules(ALL_LINEAR))
+        # train.py's default: the llama names the model holds as Linears, less those peft would move onto fused experts
+        named = experts_kept_off(model, linear_targets(model, lora_modules(ALL_LINEAR)))[0]
+        targets = "all-linear" if own_linears_adapted(spec) else named
         adapters = LoraConfig(r=16, lora_alpha=32, lora_dropout=0.0, target_modules=targets, task_type="CAUSAL_LM")
         model = get_peft_model(model, adapters).train()
+        # every block as a deep model's middle one: its input carries a gradient (with frozen embeddings the first
+        # blocks before any adapter keep nothing, which a hybrid with adapters in its attention layers alone shows)
+        model.enable_input_require_grads()
     ids = torch.randint(3, WIDTHS["vocab_size"], (1, SEQ))
     per_layer = saved_bytes_per_layer(model, {"input_ids": ids, "labels": ids}, layers)
     counted = _hybrid_mean(per_layer, config.layer_types) if hybrid else per_layer[1]

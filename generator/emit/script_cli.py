@@ -8,9 +8,11 @@ as a module (`accelerate launch -m trl.scripts.sft`), so the installed file runs
 from __future__ import annotations
 
 from generator.catalog import strategies as catalog
+from generator.catalog.peft_moe import MOVED_NAMES, mlp_names_reach_linears
 from generator.estimate.attention import ATTN_IMPLEMENTATION
 from generator.estimate.scripts import TRL_DTYPE, lora_modules, script_facts
 from generator.model.presets import launch_model
+from generator.model.types import ModelSpec
 from generator.plan.types import Plan
 
 TRL_MODULE = "trl.scripts.sft"
@@ -46,7 +48,7 @@ def trl_args(plan: Plan) -> list[str]:
     ]  # fmt: skip
     if w.method != "full":
         args += ["--use_peft", "--lora_r", str(w.lora_r), "--lora_alpha", str(2 * w.lora_r)]
-        args += ["--lora_target_modules", *_targets(w.lora_targets)]
+        args += ["--lora_target_modules", *_targets(plan.model, w.lora_targets)]
         args += ["--learning_rate", "2e-4"]
     else:
         args += ["--learning_rate", "1e-5"]
@@ -57,7 +59,12 @@ def trl_args(plan: Plan) -> list[str]:
     return args
 
 
-def _targets(targets: tuple[str, ...]) -> list[str]:
+def _targets(model: ModelSpec, targets: tuple[str, ...]) -> list[str]:
+    """peft's target_modules for the plan's adapters. An MoE is named, never all-linear (which would adapt its
+    router), and without the MLP names peft would move onto its fused routed experts (catalog.peft_moe)."""
+    if model.num_experts:
+        kept = [t for t in targets if t not in MOVED_NAMES or mlp_names_reach_linears(model.model_type)]
+        return lora_modules(tuple(kept) or targets)
     if targets == script_facts("train.py").lora_targets:
         return ["all-linear"]
     return lora_modules(targets)
@@ -97,7 +104,8 @@ def loop_settings(plan: Plan) -> list[str]:
         "torch.optim.AdamW(params, lr=...) with torch's defaults (the estimate counts its foreach step)",
     ]
     if w.method != "full":
-        modules = "'all-linear'" if _targets(w.lora_targets) == ["all-linear"] else repr(lora_modules(w.lora_targets))
+        named = _targets(plan.model, w.lora_targets)
+        modules = "'all-linear'" if named == ["all-linear"] else repr(named)
         out.append(f"peft LoraConfig(r={w.lora_r}, target_modules={modules}, lora_dropout={w.lora_dropout:g})")
     if w.method == "qlora":
         out.append("BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type='nf4', bnb_4bit_use_double_quant=True)")

@@ -28,6 +28,7 @@ attention call's bf16 bias lives with that layer's saved tensors (one layer unde
 from __future__ import annotations
 
 from generator.catalog import strategies as catalog
+from generator.catalog.peft_moe import mlp_names_reach_linears
 from generator.estimate.attention import kernel_path, layer_groups, mask_bytes
 from generator.estimate.loss import LOSS_BACKWARD_BYTES, LOSS_FORWARD_BYTES, fused_head_bytes, logits_kept_bytes
 from generator.estimate.moe import (
@@ -174,11 +175,12 @@ def lora_saved_delta_per_token(
     # An MoE's frozen router keeps no input either (the MLP norm's output, 2h); its experts' own terms are moe.py's.
     counted = 2 * h + o_proj_input_bytes(model, path) + 2 * h + (0 if model.num_experts else 2 * f)
     shared, _ = shared_mlp(model)
-    if shared:  # peft adapts a shared expert's gate, up and down by name, as a dense MLP's; its frozen down keeps none
+    if shared:  # its frozen down keeps none
+        counted += 2 * shared
+    if shared and mlp_names_reach_linears(model.model_type):  # peft adapts a shared expert's gate, up, down by name
         mlp = {"gate": h, "up": h, "down": shared}
         kept = {shared_input.get(t, t): mlp[t] for t in ("gate", "up", "down") if t in targets}
         adapted += sum(2 * w for w in kept.values()) + 2 * lora_r * sum(t in targets for t in mlp)
-        counted += 2 * shared
     frozen_norms = 0 if liger else 2 * r * h
     frozen_norms += head_norm_bytes(model, liger) - head_norm_bytes(model, liger, frozen=True)
     return float(adapted - counted - frozen_norms)
