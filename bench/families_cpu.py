@@ -40,6 +40,8 @@ FAMILIES = {
                         n_shared_experts=1, first_k_dense_replace=1, kv_lora_rank=16, q_lora_rank=None,
                         qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16),
     "gpt2": dict(n_embd=64, n_layer=2, n_head=4, n_positions=512),
+    "falcon": dict(),  # transformers' defaults otherwise: multi-query, a parallel block (Falcon-7B's layout)
+    "starcoder2": dict(),
 }  # fmt: skip
 GPT2_DROPS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "intermediate_size",
               "max_position_embeddings")  # fmt: skip
@@ -88,7 +90,8 @@ def run(model: Path, method: str, out: Path) -> str:
     text = done.stdout + done.stderr
     summary = [line for line in text.splitlines() if line.startswith(("train.py summary", "train.py: error"))]
     last = summary[-1] if summary else text.strip().splitlines()[-1]
-    return f"{model.name} {method} rc={done.returncode} flags={' '.join(flags) or '-'}: {last}"
+    notes = "".join(f" [{line}]" for line in text.splitlines() if line.startswith("LoRA: "))  # targets left out
+    return f"{model.name} {method} rc={done.returncode} flags={' '.join(flags) or '-'}: {last}{notes}"
 
 
 def main() -> int:
