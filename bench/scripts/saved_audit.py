@@ -125,11 +125,20 @@ def _hybrid_mean(per_layer: list[int], layer_types: list[str]) -> float:
     return share * sum(attention) / len(attention) + (1 - share) * sum(other) / len(other)
 
 
-def count_one(model_type: str, extra: dict, workdir: Path, method: str = "full", attention: str | None = None) -> dict:
+def count_one(
+    model_type: str,
+    extra: dict,
+    workdir: Path,
+    method: str = "full",
+    attention: str | None = None,
+    compiled: bool = False,
+) -> dict:
     """One family's middle layer counted and priced. method "lora": peft's adapters (r 16, no dropout) on the bf16
     base under bf16 autocast, on what train.py adapts: all-linear on a dense architecture beyond the llama names
     (estimate.states.own_linears_adapted), else the llama names the model has (an MoE's attention). `attention`: the
-    kernel (sdpa where the class has it, else eager)."""
+    kernel (sdpa where the class has it, else eager). `compiled`: each decoder layer past the first through
+    AOTAutograd with inductor's min-cut partitioner (which decides what is saved and what recomputed; the graphs run
+    uncompiled, so no C++ toolchain), as train.py's float8 and --compile-layers compile them, priced as such."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
@@ -165,15 +174,32 @@ def count_one(model_type: str, extra: dict, workdir: Path, method: str = "full",
         # every block as a deep model's middle one: its input carries a gradient (with frozen embeddings the first
         # blocks before any adapter keep nothing, which a hybrid with adapters in its attention layers alone shows)
         model.enable_input_require_grads()
+    if compiled:
+        _compile_layers(model, layers)
     ids = torch.randint(3, WIDTHS["vocab_size"], (1, SEQ))
     per_layer = saved_bytes_per_layer(model, {"input_ids": ids, "labels": ids}, layers)
     counted = _hybrid_mean(per_layer, config.layer_types) if hybrid else per_layer[1]
     workload = Workload(method=method, seq_len=SEQ, grad_checkpointing=False, load_dtype="bf16", attention=attention,
-                        lora_r=16, lora_targets=ALL_LINEAR)  # fmt: skip
+                        lora_r=16, lora_targets=ALL_LINEAR, compiled_layers=compiled)  # fmt: skip
     fwd = activation_terms(spec, workload, "ddp")["forward_end"]
     priced = (fwd["activations"] + fwd.get("attention_bias", 0.0)) / spec.num_layers
     return {"attention": attention, "counted_per_token": counted / SEQ, "priced_per_token": priced / SEQ,
             "priced_over_counted": round(priced / counted, 3)}  # fmt: skip
+
+
+def _compile_layers(model, layers: int) -> None:
+    """Decoder blocks 1 on compiled as a float8 step compiles them, their graphs kept uncompiled (see count_one)."""
+    import torch
+    from functorch.compile import min_cut_rematerialization_partition
+    from torch._dynamo.backends.common import aot_autograd
+
+    torch._dynamo.reset()
+    torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 4 * layers)
+    backend = aot_autograd(fw_compiler=lambda gm, _: gm, bw_compiler=lambda gm, _: gm,
+                           partition_fn=min_cut_rematerialization_partition)  # fmt: skip
+    blocks = [m for name, m in model.named_modules() if BLOCK.search(name) and BLOCK.search(name).end() == len(name)]
+    for block in blocks[1:]:
+        block.compile(backend=backend)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -185,6 +211,7 @@ def main(argv: list[str] | None = None) -> int:
     default = f"{len(FAMILIES)} families and {len(HYBRIDS)} hybrids"
     p.add_argument("types", nargs="*", help=f"model types (default: {default})")
     p.add_argument("--method", choices=("full", "lora"), default="full", help="full fine-tune, or peft's all-linear")
+    p.add_argument("--compiled", action="store_true", help="each decoder layer past the first compiled (fp8's path)")
     args = p.parse_args(argv)
     warnings.filterwarnings("ignore")
     logging.disable(logging.WARNING)
@@ -196,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
         for model_type in args.types or [*FAMILIES, *HYBRIDS]:
             extra = FAMILIES.get(model_type) or HYBRIDS.get(model_type, {})
             try:
-                results[model_type] = count_one(model_type, extra, Path(tmp), args.method)
+                results[model_type] = count_one(model_type, extra, Path(tmp), args.method, compiled=args.compiled)
             except Exception as exc:  # a family this tiny config does not build: listed, not guessed
                 first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
                 results[model_type] = {"error": f"{type(exc).__name__}: {first}"}
@@ -204,7 +231,8 @@ def main(argv: list[str] | None = None) -> int:
     doc = {
         "what": "bytes per token a middle decoder layer keeps for backward, counted on the CPU, beside what "
         "estimate.activations prices for it (bf16, no checkpointing; bench/scripts/saved_audit.py)",
-        "method": args.method if args.method == "full" else "lora: peft all-linear, r 16, no dropout",
+        "method": (args.method if args.method == "full" else "lora: peft all-linear, r 16, no dropout")
+        + (", decoder layers compiled (AOTAutograd, min-cut partitioner)" if args.compiled else ""),
         "date": time.strftime("%Y-%m-%d"), "transformers": transformers.__version__, "torch": torch.__version__,
         "widths": {**WIDTHS, "seq_len": SEQ}, "results": results,
     }  # fmt: skip
