@@ -38,7 +38,7 @@ from generator.estimate.moe import (
     moe_saved_bytes_per_token,
     shared_mlp,
 )
-from generator.estimate.own_layer import counted_stream, fused_qkv_bytes, own_layer_delta
+from generator.estimate.own_layer import compiled_count, counted_stream, fused_qkv_bytes, own_layer_delta
 from generator.estimate.scripts import liger_fused_loss, liger_kernels, script_facts
 from generator.estimate.states import (
     LORA_TARGETS,
@@ -221,7 +221,8 @@ def _layer_bytes(model: ModelSpec, workload: Workload, r: float, liger: bool) ->
     per_token = layer_saved_bytes_per_token(model, r, shapes, path, workload.method, compiled)
     full = workload.method == "full"
     tokens = workload.seq_len * workload.micro_batch
-    per_token += own_layer_delta(model, full, shapes, r, _formula_as_counted(model, full, r), tokens)
+    formula = _formula_as_counted(model, full, r, compiled)
+    per_token += own_layer_delta(model, full, shapes, r, formula, tokens, compiled)
     if not full:
         per_token += lora_saved_delta_per_token(
             model, r, workload.lora_r, shapes, path, compiled, workload.lora_targets, workload.lora_dropout,
@@ -229,16 +230,20 @@ def _layer_bytes(model: ModelSpec, workload: Workload, r: float, liger: bool) ->
     return max(per_token, 0.0)
 
 
-def _formula_as_counted(model: ModelSpec, full: bool, r: int = 2) -> float | None:
+def _formula_as_counted(model: ModelSpec, full: bool, r: int = 2, compiled: bool = False) -> float | None:
     """What the formula prices for the layer ModelSpec.layer_saved counted (its path, its stream: bf16, or fp32 for a
     full fine-tune where own_layer.counted_stream says so, eager, no Liger; a frozen base without adapters for LoRA),
-    to set against the count; None where there is no count."""
+    to set against the count; None where there is no count. `compiled`: against the compiled block's count where there
+    is one (own_layer.compiled_count), priced as compiled."""
     counted = model.layer_saved
     if counted is None:
         return None
-    at = layer_saved_bytes_per_token(
-        model, counted_stream(model, full, r), False, counted.path, "full" if full else "lora"
-    )
+    method = "full" if full else "lora"
+    if compiled and compiled_count(model, full, r) is not None:
+        stream = 4 if full and r == 4 and counted.compiled_fp32 is not None else 2
+        at = layer_saved_bytes_per_token(model, stream, True, counted.path, method, True)
+        return at if full else at + lora_saved_delta_per_token(model, 2, 0, True, counted.path, True, targets=())
+    at = layer_saved_bytes_per_token(model, counted_stream(model, full, r), False, counted.path, method)
     return at if full else at + lora_saved_delta_per_token(model, 2, 0, False, counted.path, targets=())
 
 

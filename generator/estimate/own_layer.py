@@ -57,26 +57,47 @@ def fused_qkv_bytes(model: ModelSpec, path: str) -> int:
 
 
 def own_layer_delta(
-    model: ModelSpec, trained: bool, fused: bool, residual: int, formula: float | None, tokens: int
+    model: ModelSpec,
+    trained: bool,
+    fused: bool,
+    residual: int,
+    formula: float | None,
+    tokens: int,
+    compiled: bool = False,
 ) -> float:
     """Bytes per token and layer the model's own layer keeps beyond the formula: its count less `formula` (what the
     formula prices for the layer as counted, activations._formula_as_counted), with what it keeps whatever its
     tokens spread over the micro-batch's `tokens`; or without a count its norms (norms_delta_per_token). `fused`:
     Liger's or inductor's norms, which keep only their input, where the count ran the model's own; the rest of the
     difference (an MLP's, a projection's) is taken as counted. A full fine-tune on an fp32 stream takes the fp32
-    count where there is one (counted_stream)."""
+    count where there is one (counted_stream). `compiled` (float8, --compile-layers): the compiled block's own count
+    where there is one (compiled_count), against `formula` priced as compiled."""
     counted = model.layer_saved
     if counted is None or formula is None:
         return norms_delta_per_token(model, trained, fused, residual)
     per_token, per_layer = (
         (counted.trained, counted.per_layer) if trained else (counted.frozen, counted.per_layer_frozen)
     )
+    if compiled and compiled_count(model, trained, residual) is not None:  # the partitioner's choice, as counted
+        return compiled_count(model, trained, residual) + per_layer / tokens - formula
     if counted_stream(model, trained, residual) == 4:
         per_token = counted.trained_fp32
     delta = per_token + per_layer / tokens - formula
     if fused and model.norms:  # the norms the count ran unfused, as a fused norm keeps them
         delta += _fused_norms(model, residual) - _unfused_norms(model, trained)
     return delta
+
+
+def compiled_count(model: ModelSpec, trained: bool, residual: int) -> float | None:
+    """Bytes per token the model's own decoder block keeps compiled (LayerSaved.compiled: inductor's min-cut
+    partitioner, counted at sizing), trained at the stream counted_stream names or frozen; None where not counted."""
+    counted = model.layer_saved
+    if counted is None:
+        return None
+    if not trained:
+        return counted.compiled_frozen
+    fp32 = residual == 4 and counted.compiled_fp32 is not None
+    return counted.compiled_fp32 if fp32 else counted.compiled
 
 
 def counted_stream(model: ModelSpec, trained: bool, residual: int) -> int:

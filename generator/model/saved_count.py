@@ -22,6 +22,7 @@ import weakref
 from collections import Counter
 from typing import NamedTuple
 
+from generator.model.compiled_count import compiled_per_token
 from generator.model.cuda_autocast import cuda_autocast
 from generator.model.pass_count import counter
 from generator.model.types import LayerSaved
@@ -120,6 +121,11 @@ def layer_saved(
         causal = _both(model, stack, kernel, kind, attention_share) if path != "eager" else None
         eager = _both(model, stack, "eager", kind, attention_share) if path == "eager" or causal is not None else None
         stream = _counts(model, stack, kernel, True, kind, attention_share, torch.float32) if causal else None
+        # a compiled layer's own count, of the first block of the kind past the first (not a hybrid's mix of blocks)
+        block = _past_first(sorted(kind))[0] if kind else 1
+        one_kind = causal is not None and attention_share is None and block < len(stack)
+        compiled = [compiled_per_token(model, stack, block, kernel, trained, weights) if one_kind else None
+                    for trained, weights in ((True, None), (False, None), (True, torch.float32))]  # fmt: skip
     finally:
         stack.extend(rest)
         model.to(torch.bfloat16).requires_grad_(True)
@@ -139,10 +145,11 @@ def layer_saved(
             return None
         path = "sdpa_dense" if causal[0][0].masked else path
     passes = (causal or eager)[0][-1].passes
-    fp32 = None if stream is None or _off_line(stream) else round(_linear(stream)[1], 1)
+    fp32 = None if stream is None else round(_linear(stream)[1], 1)
+    compiled = [None if c is None else round(c, 1) for c in compiled]
     return LayerSaved(
         path, round(linear, 1), round(frozen, 1), score, round(max(constant, 0.0)), round(max(frozen_constant, 0.0)),
-        None if passes is None else round(passes, 1), fp32,
+        None if passes is None else round(passes, 1), fp32, *compiled,
     )  # fmt: skip
 
 
@@ -181,9 +188,10 @@ def _counts(
     model, stack, kernel: str, trained: bool, kind: set[int], share: float | None, weights=None
 ) -> list[_Count] | None:
     """_per_token at each of TOKENS under one kernel; None where any cannot be counted. `weights`: fp32 for a
-    full fine-tune's fp32 weights under autocast (its residual stream fp32 too); bf16 where None."""
+    full fine-tune's fp32 weights under autocast (its residual stream fp32 too), at the first two lengths only (the
+    bf16 count's third has shown the layer linear in its tokens); bf16 where None."""
     counts = []
-    for tokens in TOKENS:
+    for tokens in TOKENS if weights is None else TOKENS[:2]:
         try:
             counts.append(_per_token(model, stack, kernel, trained, tokens, kind, share, weights))
         except Exception:  # an op meta cannot run, a block that needs more than its input: the formula prices it

@@ -33,6 +33,13 @@ class LayerSaved(NamedTuple):
     trained_fp32: float | None = None
     """Bytes per token with every weight trained and fp32 under autocast (a full fine-tune's fp32 weights: its
     residual stream fp32 too), on the SDPA path; None where not counted (no SDPA path, or an s x s term)."""
+    compiled: float | None = None
+    """Bytes per token of one decoder block compiled (inductor's min-cut partitioner: model.compiled_count), every
+    weight trained, bf16; None where not counted (a hybrid, no SDPA path, a block AOTAutograd cannot trace)."""
+    compiled_frozen: float | None = None
+    """The same with the weights frozen (LoRA's base before its adapters)."""
+    compiled_fp32: float | None = None
+    """The same trained with fp32 weights (a full fine-tune's fp32 stream)."""
 
 
 @dataclass(frozen=True)
