@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import shlex
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 
 from bench.harness import bench_model_config
@@ -110,9 +111,10 @@ class Row:
     """`probe --compute` host rows measured on the row's own machine in the same device call (a results file's
     `host`): the row is priced with them instead of the shipped table's, as a user who probes their machine is."""
 
-    @property
+    @cached_property
     def spec(self) -> ModelSpec:
-        """The model the row's prediction is for: the preset, with its layer count cut as the run's config was."""
+        """The model the row's prediction is for: the preset, with its layer count cut as the run's config was (read
+        once: the workload's LoRA targets and the prediction both ask)."""
         bench_model = bench_model_config(self.model)
         if self.layers is None and bench_model is None:
             return load_model(self.model)

@@ -16,6 +16,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("peft")
 
+from bench.scripts.saved_audit import compile_blocks  # noqa: E402
 from generator.estimate import Workload  # noqa: E402
 from generator.estimate.activations import activation_terms  # noqa: E402
 from tests.test_estimate_lora_saved import LAYERS, SEQ, plain_loop_inputs, saved_bytes_per_layer, tiny  # noqa: E402
@@ -27,17 +28,7 @@ layer is a compile of its own, most of the test's time)."""
 
 
 def _compile_layers(model) -> None:
-    from functorch.compile import min_cut_rematerialization_partition
-    from torch._dynamo.backends.common import aot_autograd
-
-    torch._dynamo.reset()
-
-    def keep(gm, example_inputs):
-        return gm
-
-    backend = aot_autograd(fw_compiler=keep, bw_compiler=keep, partition_fn=min_cut_rematerialization_partition)
-    for layer in model.get_decoder().layers[CHECKED]:
-        layer.compile(backend=backend)
+    compile_blocks(model.get_decoder().layers[CHECKED])
 
 
 def _per_layer(spec, method: str, compiled: bool) -> float:

@@ -189,16 +189,22 @@ def count_one(
 
 def _compile_layers(model, layers: int) -> None:
     """Decoder blocks 1 on compiled as a float8 step compiles them, their graphs kept uncompiled (see count_one)."""
+    blocks = [m for name, m in model.named_modules() if BLOCK.search(name) and BLOCK.search(name).end() == len(name)]
+    compile_blocks(blocks[1:])
+
+
+def compile_blocks(blocks) -> None:
+    """Each block through dynamo and AOTAutograd with inductor's min-cut partitioner (which decides what is saved and
+    what recomputed), its graphs run uncompiled: no C++ toolchain needed."""
     import torch
     from functorch.compile import min_cut_rematerialization_partition
     from torch._dynamo.backends.common import aot_autograd
 
     torch._dynamo.reset()
-    torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 4 * layers)
+    torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 4 * len(blocks))
     backend = aot_autograd(fw_compiler=lambda gm, _: gm, bw_compiler=lambda gm, _: gm,
                            partition_fn=min_cut_rematerialization_partition)  # fmt: skip
-    blocks = [m for name, m in model.named_modules() if BLOCK.search(name) and BLOCK.search(name).end() == len(name)]
-    for block in blocks[1:]:
+    for block in blocks:
         block.compile(backend=backend)
 
 

@@ -240,8 +240,7 @@ def _formula_as_counted(model: ModelSpec, full: bool, r: int = 2, compiled: bool
         return None
     method = "full" if full else "lora"
     if compiled and compiled_count(model, full, r) is not None:
-        stream = 4 if full and r == 4 and counted.compiled_fp32 is not None else 2
-        at = layer_saved_bytes_per_token(model, stream, True, counted.path, method, True)
+        at = layer_saved_bytes_per_token(model, counted_stream(model, full, r, True), True, counted.path, method, True)
         return at if full else at + lora_saved_delta_per_token(model, 2, 0, True, counted.path, True, targets=())
     at = layer_saved_bytes_per_token(model, counted_stream(model, full, r), False, counted.path, method)
     return at if full else at + lora_saved_delta_per_token(model, 2, 0, False, counted.path, targets=())

@@ -96,18 +96,17 @@ def compiled_count(model: ModelSpec, trained: bool, residual: int) -> float | No
         return None
     if not trained:
         return counted.compiled_frozen
-    fp32 = residual == 4 and counted.compiled_fp32 is not None
-    return counted.compiled_fp32 if fp32 else counted.compiled
+    return counted.compiled_fp32 if counted_stream(model, trained, residual, compiled=True) == 4 else counted.compiled
 
 
-def counted_stream(model: ModelSpec, trained: bool, residual: int) -> int:
+def counted_stream(model: ModelSpec, trained: bool, residual: int, compiled: bool = False) -> int:
     """Bytes per element of the residual stream the count ran at: 4 where a full fine-tune's fp32 weights run under
-    autocast and the fp32 count was taken (LayerSaved.trained_fp32), else 2. Under CUDA's autocast a LayerNorm keeps
-    an fp32 input at either stream, where the formula's llama norm keeps more only at 4: the formula's step from 2 to
-    4 would count it twice (StarCoder2: 4h a token and layer)."""
+    autocast and the fp32 count was taken (LayerSaved.trained_fp32; `compiled`: compiled_fp32), else 2. Under CUDA's
+    autocast a LayerNorm keeps an fp32 input at either stream, where the formula's llama norm keeps more only at 4: the
+    formula's step from 2 to 4 would count it twice (StarCoder2: 4h a token and layer)."""
     counted = model.layer_saved
-    fp32 = trained and residual == 4 and counted is not None and counted.trained_fp32 is not None
-    return 4 if fp32 else 2
+    fp32 = counted is not None and (counted.compiled_fp32 if compiled else counted.trained_fp32) is not None
+    return 4 if trained and residual == 4 and fp32 else 2
 
 
 def _unfused_norms(model: ModelSpec, trained: bool) -> float:

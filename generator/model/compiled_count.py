@@ -23,44 +23,62 @@ TOKENS = 256
 which are left out, so one length gives the bytes per token."""
 
 
-def compiled_per_token(model, stack, block: int, kernel: str, trained: bool, weights=None) -> float | None:
-    """Bytes per token block `block` of `stack` saves when compiled, trained (every weight) or frozen (LoRA's base),
-    with `weights` (fp32: a full fine-tune's fp32 weights and stream; bf16 where None); None where it cannot be
-    traced."""
+def compiled_counts(model, stack, block: int, kernel: str) -> tuple[float | None, float | None, float | None]:
+    """Bytes per token block `block` of `stack` saves when compiled: every weight trained, frozen (LoRA's base), and
+    trained with fp32 weights (a full fine-tune's fp32 weights and stream); each None where it cannot be traced."""
     import torch
 
-    weights = weights or torch.bfloat16
+    counts = []
     try:
-        return _saved_bytes(model, stack, block, kernel, trained, weights, TOKENS) / TOKENS
-    except Exception:  # an op AOTAutograd cannot trace on meta: the eager count's rule prices the layer
-        return None
+        for weights, runs in ((torch.bfloat16, (True, False)), (torch.float32, (True,))):
+            try:
+                captured = _inputs(model, stack, block, kernel, weights)
+            except Exception:  # an op the eager forward cannot run here (fp32 experts): the eager rule prices it
+                captured = None
+            counts += [None if captured is None else _per_token(model, stack[block], captured, t) for t in runs]
     finally:
         model.to(torch.bfloat16).requires_grad_(True)
+    return tuple(counts)
 
 
-def _saved_bytes(model, stack, block: int, kernel: str, trained: bool, weights, tokens: int) -> int:
+def _inputs(model, stack, block: int, kernel: str, weights) -> dict:
+    """What the eager forward hands block `block` (args, kwargs) with `weights`, and how many tensors it returns."""
     import torch
-    from functorch.compile import aot_module, min_cut_rematerialization_partition
 
     from generator.model.cuda_autocast import cuda_autocast
     from generator.model.saved_count import _decoder, _set_kernel, _stand_ins
 
     model.to(weights).requires_grad_(False)
-    captured: dict = {}
-    hook = stack[block].register_forward_pre_hook(
-        lambda m, args, kwargs: captured.update(args=args, kwargs=kwargs), with_kwargs=True
+    captured: dict = {"weights": weights}
+    hooks = (
+        stack[block].register_forward_pre_hook(lambda m, a, k: captured.update(args=a, kwargs=k), with_kwargs=True),
+        stack[block].register_forward_hook(
+            lambda m, a, out: captured.update(own=sum(isinstance(t, torch.Tensor) for t in tree_leaves(out)))
+        ),
     )
     hidden = model.get_input_embeddings().weight.shape[-1]
-    embeds = torch.empty(1, tokens, hidden, device="meta", dtype=weights)
+    embeds = torch.empty(1, TOKENS, hidden, device="meta", dtype=weights)
     try:
         with _stand_ins(lambda *a: None), cuda_autocast(), torch.no_grad():
             _set_kernel(model, kernel)
             _decoder(model)(inputs_embeds=embeds, use_cache=False)
     finally:
-        hook.remove()
-    layer = stack[block].requires_grad_(trained)
-    first = captured["args"][0] if captured["args"] else captured["kwargs"]["hidden_states"]
+        for hook in hooks:
+            hook.remove()
+    return captured
+
+
+def _per_token(model, layer, captured: dict, trained: bool) -> float | None:
+    """What `layer`, given the captured inputs, saves compiled, per token; None where AOTAutograd cannot trace it."""
+    from functorch.compile import aot_module, min_cut_rematerialization_partition
+
+    from generator.model.cuda_autocast import cuda_autocast
+    from generator.model.saved_count import _stand_ins
+
+    model.to(captured["weights"]).requires_grad_(False)
+    layer.requires_grad_(trained)
     state = len(list(layer.parameters())) + len(list(layer.buffers()))
+    own = captured["own"]  # the block's own outputs come first among the forward graph's
     saved: list[int] = []
 
     def forward_graph(gm, example_inputs):
@@ -77,18 +95,17 @@ def _saved_bytes(model, stack, block: int, kernel: str, trained: bool, weights, 
 
     compiled = aot_module(layer, fw_compiler=forward_graph, bw_compiler=lambda gm, example_inputs: gm,
                           partition_fn=min_cut_rematerialization_partition)  # fmt: skip
-    args = (first.detach().requires_grad_(True), *captured["args"][1:])
-    kwargs = {k: v for k, v in captured["kwargs"].items() if k != "hidden_states" or not captured["args"]}
-    if not captured["args"]:
-        kwargs["hidden_states"] = args[0]
-        args = ()
-    with _stand_ins(lambda *a: None), cuda_autocast():
-        with torch.no_grad():  # the block's own outputs come first among the forward graph's
-            own = len(
-                [t for t in torch.utils._pytree.tree_leaves(layer(*args, **kwargs)) if isinstance(t, torch.Tensor)]
-            )
-        compiled(*args, **kwargs)
-    return sum(saved)
+    args, kwargs = captured["args"], dict(captured["kwargs"])
+    if args:
+        args = (args[0].detach().requires_grad_(True), *args[1:])
+    else:
+        kwargs["hidden_states"] = kwargs["hidden_states"].detach().requires_grad_(True)
+    try:
+        with _stand_ins(lambda *a: None), cuda_autocast():
+            compiled(*args, **kwargs)
+    except Exception:  # an op AOTAutograd cannot trace on meta
+        return None
+    return sum(saved) / TOKENS
 
 
 VIEWS = frozenset({
@@ -98,33 +115,42 @@ VIEWS = frozenset({
 """aten ops whose output shares its input's storage (the first argument's)."""
 
 
+def _op(node) -> str:
+    """The aten op a graph node calls, without its overload ("view" of aten.view.default); "" for no call."""
+    return str(getattr(node.target, "__name__", "")).split(".")[0] if node.op == "call_function" else ""
+
+
 def _base(node):
-    """The graph node whose storage `node` views (itself where it is no view)."""
-    while node.op == "call_function" and str(getattr(node.target, "__name__", "")).split(".")[0] in VIEWS:
-        node = node.args[0]
-    while node.op == "call_function" and getattr(node.target, "__name__", "") == "getitem":
-        parent = node.args[0]
-        if str(getattr(parent.target, "__name__", "")).split(".")[0] not in VIEWS:
-            break
-        node = parent.args[0]
-    return node
+    """The graph node whose storage `node` views (itself where it is no view): through views, and a getitem of a
+    view op's outputs (split's pieces)."""
+    while True:
+        if _op(node) in VIEWS:
+            node = node.args[0]
+        elif _op(node) == "getitem" and _op(node.args[0]) in VIEWS:
+            node = node.args[0].args[0]
+        else:
+            return node
 
 
 def _root(node):
     """What `node` was cast or viewed from, through any chain of casts and views."""
-    while node.op == "call_function" and (
-        str(getattr(node.target, "__name__", "")).split(".")[0] in (*VIEWS, "_to_copy", "clone")
-    ):
+    while _op(node) in (*VIEWS, "_to_copy", "clone"):
         node = node.args[0]
     return node
 
 
 def _nbytes(node) -> int:
-    value = node.meta["val"]
-    return value.untyped_storage().nbytes()
+    return node.meta["val"].untyped_storage().nbytes()
 
 
 def _is_tensor(node) -> bool:
     import torch
 
     return isinstance(node.meta.get("val"), torch.Tensor)
+
+
+def tree_leaves(value) -> list:
+    """torch's pytree leaves (torch imported here, not at the module's top)."""
+    from torch.utils._pytree import tree_leaves as leaves
+
+    return leaves(value)

@@ -22,7 +22,7 @@ import weakref
 from collections import Counter
 from typing import NamedTuple
 
-from generator.model.compiled_count import compiled_per_token
+from generator.model.compiled_count import compiled_counts
 from generator.model.cuda_autocast import cuda_autocast
 from generator.model.pass_count import counter
 from generator.model.types import LayerSaved
@@ -124,8 +124,7 @@ def layer_saved(
         # a compiled layer's own count, of the first block of the kind past the first (not a hybrid's mix of blocks)
         block = _past_first(sorted(kind))[0] if kind else 1
         one_kind = causal is not None and attention_share is None and block < len(stack)
-        compiled = [compiled_per_token(model, stack, block, kernel, trained, weights) if one_kind else None
-                    for trained, weights in ((True, None), (False, None), (True, torch.float32))]  # fmt: skip
+        compiled = compiled_counts(model, stack, block, kernel) if one_kind else (None, None, None)
     finally:
         stack.extend(rest)
         model.to(torch.bfloat16).requires_grad_(True)
