@@ -56,8 +56,11 @@ def test_auto_takes_fp8_on_one_h200_with_the_measurement_the_ratio_and_the_opt_o
     assert "--precision fp8" in auto["launch_command"] and "--precision" not in bf16["launch_command"]
     assert auto["chosen"]["tokens_per_s_per_gpu"] > bf16["chosen"]["tokens_per_s_per_gpu"]  # the estimator's word
     line = next(r for r in auto["reasons"] if r.startswith("precision fp8"))
-    tps, versus, ratio = re.search(r"predicted ([\d,]+) tokens/s/GPU vs ([\d,]+) in bf16 \(([\d.]+)x\)", line).groups()
+    tps, versus, ratio = re.search(r"predicted ([\d,]+) tokens/s/GPU vs ([\d,]+) in bf16 \(([\d.]+)x;", line).groups()
     assert float(ratio) == pytest.approx(int(tps.replace(",", "")) / int(versus.replace(",", "")), abs=0.01)
+    # against what bf16 would run: the --precision bf16 plan's own pick, not the same configuration eager
+    assert int(versus.replace(",", "")) == pytest.approx(bf16["chosen"]["tokens_per_s_per_gpu"], abs=1)
+    assert f"micro-batch {bf16['micro_batch']}," in line
     assert "h200-x1-fp8-2026-12-01-rerun.json" in line and "docs/fp8.md" in line and "not measured" not in line
     assert "compile" in line and "--precision bf16 opts out" in line
     assert not auto["levers"]

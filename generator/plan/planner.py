@@ -111,7 +111,7 @@ def make_plan(
     shown = with_eager_strategies(chosen, options)
     why = reasons.explain(request, shown, _in_precision(fitting, chosen), same, inter_reason, GPU_COUNT_TOLERANCE)
     why += kernel_reasons(request, chosen, same, model) + liger_gain(model, request, chosen, engines)
-    why += precision_reasons(model, request, chosen, engines)
+    why += precision_reasons(model, request, chosen, engines, rows)
     why += reasons.host_bound_reason(chosen.estimate, chosen.option.workload, model)
     why += model_reasons.model_caveats(model, chosen.option.workload)
     why += compile_reasons(request, chosen, rows)
@@ -185,7 +185,7 @@ def ranked_candidates(
         why = reasons.explain(
             request, row, _in_precision(fitting, row), _in_precision(rows, row), inter_reason, GPU_COUNT_TOLERANCE
         )
-        why += precision_reasons(model, request, row, engines)
+        why += precision_reasons(model, request, row, engines, rows)
         warnings = plan_warnings(topology, model, request, row, False, inter_warning)
         candidate = build_plan(topology, model, request, row, False, why, warnings)
         if all(plan_key(candidate) != plan_key(p) for p in plans):

@@ -19,7 +19,8 @@ from generator.estimate.precision import PRECISIONS, fp8_refusal, fp8_supported
 from generator.estimate.scripts import script_facts
 from generator.model.types import ModelSpec
 from generator.plan.engines import Engines
-from generator.plan.policy import TIE_TOLERANCE
+from generator.plan.policy import TIE_TOLERANCE, pick
+from generator.plan.reasons import setting
 from generator.plan.rows import Row
 from generator.plan.types import PlanRequest
 
@@ -122,14 +123,44 @@ def _same_row_at(model: ModelSpec, request: PlanRequest, chosen: Row, engines: E
     return found[0] if found else None
 
 
-def precision_reasons(model: ModelSpec, request: PlanRequest, chosen: Row, engines: Engines) -> list[str]:
-    """For an fp8 plan: why fp8, this row against the same configuration in bf16, and what is measured (goes into the
-    config header)."""
+def _runner_up(chosen: Row, rows: list[Row]) -> Row | None:
+    """The row the planner would take in bf16 on the chosen GPUs: the fitting bf16 rows, eager or compiled, at any
+    batch, ranked as the planner ranks (None where no bf16 row fits)."""
+    fitting = [
+        r
+        for r in rows
+        if r.estimate.fits and r.option.workload.precision == "bf16" and r.option.choice == chosen.option.choice
+    ]
+    return pick(fitting) if fitting else None
+
+
+def _versus_bf16(model: ModelSpec, request: PlanRequest, chosen: Row, engines: Engines, rows: list[Row]) -> str:
+    """fp8 against what bf16 would run: the planner's bf16 pick (compiled layers where it would take them, its own
+    micro-batch and checkpointing), not the same configuration eager, which overstates float8's gain where compiling
+    alone fuses the elementwise passes or the eager layer does not fit at this batch."""
+    tps = chosen.estimate.tokens_per_s_per_gpu
+    best = _runner_up(chosen, rows)
+    if best is not None:
+        how = ("compiled layers, " if best.option.workload.compiled_layers else "eager layers, ") + setting(best)
+        bf16 = best.estimate.tokens_per_s_per_gpu
+        return f" vs {bf16:,.0f} in bf16 ({tps / bf16:.2f}x; the plan's bf16 pick: {best.estimate.strategy}, {how})"
+    same = _same_row_at(model, request, chosen, engines, "bf16")
+    if same is None:
+        return ""
+    fits = "" if same.fits else f", which needs {same.reserved_gb:.1f} GB > {same.capacity_gb:.1f} GB usable"
+    ratio = tps / same.tokens_per_s_per_gpu
+    return f" vs {same.tokens_per_s_per_gpu:,.0f} in bf16 ({ratio:.2f}x; this configuration, eager{fits})"
+
+
+def precision_reasons(
+    model: ModelSpec, request: PlanRequest, chosen: Row, engines: Engines, rows: list[Row] = ()
+) -> list[str]:
+    """For an fp8 plan: why fp8, this row against the planner's bf16 pick among `rows` (or, with none that fits, the
+    same configuration in bf16), and what is measured (goes into the config header)."""
     if chosen.option.workload.precision != "fp8":
         return []
     tps = chosen.estimate.tokens_per_s_per_gpu
-    bf16 = _same_row_at(model, request, chosen, engines, "bf16")
-    versus = f" vs {bf16.tokens_per_s_per_gpu:,.0f} in bf16 ({tps / bf16.tokens_per_s_per_gpu:.2f}x)" if bf16 else ""
+    versus = _versus_bf16(model, request, chosen, engines, list(rows))
     how = (
         "chosen by --precision auto: DDP, fp8 tensor cores, torchao installed, predicted faster"
         if request.precision == "auto"
