@@ -35,3 +35,28 @@ def test_attention_layout_and_biases_are_kept():
     assert (qwen.model_type, qwen.num_attention_heads, qwen.num_key_value_heads) == ("qwen2", HEADS, KV_HEADS)
     # the real token ids (151,643) are dropped with the real vocabulary: the config class's defaults fit the tiny one
     assert qwen.vocab_size == 512 and all(t is None or t < 512 for t in (qwen.bos_token_id, qwen.eos_token_id))
+
+
+@pytest.mark.parametrize("model_type", ["falcon", "phi3", "gemma2", "gpt_oss"])
+def test_the_tiny_copy_builds_and_trains_for_classes_the_mistral_recipe_broke(model_type):
+    """Falcon derives head_dim (a read-only property), Phi-3's config class defaults pad_token_id to 32,000 (past the
+    cut vocabulary), Gemma-2 and GPT-OSS have no SDPA path, and Falcon no llama-named Linear for LoRA's default
+    targets: each failed to build for its host rows. The copy now builds with the kernel the class takes (eager on
+    the CPU, flex on a GPU) and the plan's targets (all-linear where no llama name is a Linear), and runs a step."""
+    import torch
+    from transformers import AutoConfig
+
+    from generator.probe.compute_bench import Clock
+    from generator.probe.compute_host_model import _builder
+    from generator.probe.compute_layers import attn_implementation
+
+    cfg = AutoConfig.for_model(model_type).to_dict()
+    moe = model_type == "gpt_oss"
+    model = _builder(cfg, moe)(Clock("cpu"), "lora", 2, False)
+    ids = torch.randint(0, 512, (1, 16))
+    model(input_ids=ids, labels=ids).loss.backward()
+    assert any(p.grad is not None for p in model.parameters() if p.requires_grad)
+    tiny = host_config(cfg, layers=2)
+    on_gpu = {"falcon": "sdpa", "phi3": "sdpa", "gemma2": "flex_attention", "gpt_oss": "flex_attention"}[model_type]
+    assert attn_implementation(tiny, cuda=True) == on_gpu
+    assert attn_implementation(tiny, cuda=False) == ("sdpa" if on_gpu == "sdpa" else "eager")

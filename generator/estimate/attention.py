@@ -72,6 +72,19 @@ def _share(model: ModelSpec, layers: int) -> ModelSpec:
     )
 
 
+PROBE_ATTENTIONS = ("sdpa", "flex", "eager")
+"""The kernel the probe's layer rows run a model's layers with, first that its class takes: SDPA, else flex (Gemma-2,
+with its logit softcapping, has no SDPA path), else eager (GPT-OSS's sinks)."""
+TRANSFORMERS_NAMES = {"sdpa": "sdpa", "flex": "flex_attention", "eager": "eager"}
+"""Workload.attention values as transformers' attn_implementation names them."""
+
+
+def probe_attention(attentions: tuple[str, ...]) -> str:
+    """The attention a layer row of a class taking `attentions` was timed with (the estimate takes it back out at
+    that path)."""
+    return next((a for a in PROBE_ATTENTIONS if a in attentions), "eager")
+
+
 def kernel_path(model: ModelSpec, workload: Workload) -> str:
     """sdpa_dense | sdpa_causal | flex | eager (see the module docstring)."""
     if workload.attention in ("flex", "eager"):

@@ -55,8 +55,9 @@ LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", 
 
 def train_py_model(model, variant: str, compiled: bool, liger: bool, moe: bool = False):
     """`model` with train.py's levers on it: fp32 weights for full, a bf16 base under peft's LoRA (its default targets
-    that are Linears here), Liger's kernels applied to the base model first (training/model.py apply_liger: an MoE's
-    SwiGLU stays transformers'), and each decoder layer compiled in place (training/precision.py compile_layers)."""
+    that are Linears here; all-linear, as the plan prints it, where none is), Liger's kernels applied to the base
+    model first (training/model.py apply_liger: an MoE's SwiGLU stays transformers'), and each decoder layer compiled
+    in place (training/precision.py compile_layers)."""
     model.config.use_cache = False
     if liger:
         from liger_kernel.transformers import _apply_liger_kernel_to_instance
@@ -66,7 +67,7 @@ def train_py_model(model, variant: str, compiled: bool, liger: bool, moe: bool =
         from peft import LoraConfig, get_peft_model
 
         present = {name.rsplit(".", 1)[-1] for name, m in model.named_modules() if isinstance(m, nn.Linear)}
-        targets = [t for t in LORA_TARGETS if t in present]
+        targets = [t for t in LORA_TARGETS if t in present] or "all-linear"  # the plan's targets for such a model
         model = get_peft_model(model, LoraConfig(r=16, lora_alpha=32, lora_dropout=0.0, target_modules=targets))
     if compiled:
         layers = model.config.num_hidden_layers

@@ -34,7 +34,7 @@ from generator.probe.compute_host import (
     hf_row,
     train_py_model,
 )
-from generator.probe.compute_layers import config_at, hf_config_dict
+from generator.probe.compute_layers import attn_implementation, config_at, hf_config_dict
 
 EXPERT_WIDTHS = (*EXPERT_WIDTH_KEYS, "shared_expert_intermediate_size")
 
@@ -55,7 +55,9 @@ def _builder(cfg: dict, moe: bool):
         # full: fp32 masters as train.py loads them, except an MoE's, whose experts train.py casts to bf16 for
         # compute each forward (training/moe.py): a bf16 model takes the same grouped path, less two casts a layer
         dtype = torch.bfloat16 if variant == "lora" or moe else torch.float32
-        model = AutoModelForCausalLM.from_config(host_config(cfg, layers), dtype=dtype, attn_implementation="sdpa")
+        config = host_config(cfg, layers)
+        attn = attn_implementation(config, clock.device == "cuda")
+        model = AutoModelForCausalLM.from_config(config, dtype=dtype, attn_implementation=attn)
         return train_py_model(model.to(clock.device), variant, compiled, liger, moe=moe)
 
     return build

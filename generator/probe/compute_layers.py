@@ -29,8 +29,9 @@ from pathlib import Path
 
 import torch
 
+from generator.estimate.attention import TRANSFORMERS_NAMES, probe_attention
 from generator.model.loading import EXPERT_WIDTH_KEYS
-from generator.model.meta import expert_count
+from generator.model.meta import class_attentions, expert_count
 from generator.probe.compute_bench import Clock, per_layer
 from generator.probe.compute_grid import LAYER_TOKENS
 
@@ -72,11 +73,25 @@ by the config class for the cut one), the stored dtype, a checkpoint's quantisat
 def config_at(cfg: dict, layers: int, **widths):
     """The transformers config of `layers` of the model's decoder layers with `widths` in place of its own, a small
     vocabulary (the lm_head is priced from GEMM rows)."""
-    from transformers import AutoConfig
+    from transformers import CONFIG_MAPPING, AutoConfig
 
     d = {k: v for k, v in cfg.items() if k not in CONFIG_DROPPED}
-    d.update(widths, num_hidden_layers=layers, vocab_size=512, use_cache=False)
+    config_class = CONFIG_MAPPING[cfg["model_type"]]
+    # a width the class derives (Falcon's head_dim is a property of hidden_size and heads) is not set
+    d.update({k: v for k, v in widths.items() if not isinstance(getattr(config_class, k, None), property)})
+    # pad_token_id=None: the class's default may lie past the cut vocabulary too (Phi-3's 32000)
+    d.update(num_hidden_layers=layers, vocab_size=512, use_cache=False, pad_token_id=None)
     return AutoConfig.for_model(cfg["model_type"], **d)
+
+
+def attn_implementation(config, cuda: bool) -> str:
+    """transformers' name of the kernel a row runs `config`'s layers with (estimate.attention.probe_attention): on
+    the CPU (tests) eager where the class has no SDPA, sparing flex's compile."""
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
+
+    attentions = class_attentions(MODEL_FOR_CAUSAL_LM_MAPPING[type(config)])
+    kernel = probe_attention(attentions) if cuda or "sdpa" in attentions else "eager"
+    return TRANSFORMERS_NAMES[kernel]
 
 
 def layer_config(cfg: dict, layers: int, cpu: bool):
@@ -104,7 +119,9 @@ def _per_layer_s(
     for depth in DEPTHS:
         config = layer_config(cfg, depth, cpu)
         with torch.device(clock.device):
-            model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16, attn_implementation="sdpa")
+            model = AutoModelForCausalLM.from_config(
+                config, dtype=torch.bfloat16, attn_implementation=attn_implementation(config, not cpu)
+            )
         body = model.get_decoder().train()
         body.requires_grad_(variant == "full")
         if compiled:  # train.py's regional compile; the clock's warm-up calls pay the compile
