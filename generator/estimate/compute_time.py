@@ -9,7 +9,14 @@ from dataclasses import dataclass, replace
 
 from generator.catalog import strategies as catalog
 from generator.estimate import operators as ops
-from generator.estimate.attention import attention_rows, documents, kernel_path, keys_per_query, layer_groups
+from generator.estimate.attention import (
+    attention_rows,
+    documents,
+    kernel_path,
+    keys_per_query,
+    layer_groups,
+    probe_attention,
+)
 from generator.estimate.compute_source import fitted
 from generator.estimate.compute_table import (
     ComputeTable,
@@ -18,9 +25,10 @@ from generator.estimate.compute_table import (
     gemm_tflops,
     grouped_tflops,
 )
-from generator.estimate.host_time import host_layer_s, host_step_s, model_key
+from generator.estimate.host_time import host_layer_s, host_scale, host_step_s, model_key
 from generator.estimate.passes import elementwise_bytes, pass_bytes
 from generator.estimate.scripts import liger_kernels
+from generator.estimate.states import adapted_modules
 from generator.estimate.types import Workload
 from generator.model.types import ModelSpec
 
@@ -139,7 +147,9 @@ def _host_s(table: ComputeTable, model: ModelSpec, workload: Workload, fwd: int)
     every micro-step, and the step's work outside the layers once; the model's own layer's rows where the table has
     them (generator/estimate/host_time.py)."""
     args = (table, workload.method, workload.layers_compiled, liger_kernels(workload), model_key(model))
-    f, b = host_layer_s(*args)
+    adapters = sum(n for *_, n in adapted_modules(model, workload.lora_targets)) / model.num_layers
+    scale = host_scale(model, workload.method, adapters, workload.lora_dropout > 0)
+    f, b = host_layer_s(*args, scale=scale)
     return workload.grad_accum * model.num_layers * (fwd * f + b) + host_step_s(*args)
 
 
@@ -214,12 +224,14 @@ def _attention_split(table: ComputeTable, model: ModelSpec, workload: Workload) 
 
 def _row_rest_s(table: ComputeTable, model: ModelSpec, workload: Workload, fwd: int, row: tuple) -> tuple:
     """(tokens, seconds) of one layer row without its attention, taken out at the row's shape (one causal document
-    per sequence, SDPA, as the rows were timed). A checkpointed step reads the row's checkpointed time where it was
-    timed, else the forward twice plus the backward: measured on one H200 they agree within 1-4% from 8,192 tokens
-    up and differ below (NF4 Mixtral 13% less at 2,048 tokens, dense NF4 Mistral 55% more;
-    bench/results/qlora-layers-ckpt-h200-2026-12-03.json, compute-mixtral-h200-2026-12-03.json)."""
+    per sequence, SDPA where the class takes it, as the rows were timed: attention.probe_attention). A checkpointed
+    step reads the row's checkpointed time where it was timed, else the forward twice plus the backward: measured on
+    one H200 they agree within 1-4% from 8,192 tokens up and differ below (NF4 Mixtral 13% less at 2,048 tokens,
+    dense NF4 Mistral 55% more; bench/results/qlora-layers-ckpt-h200-2026-12-03.json,
+    compute-mixtral-h200-2026-12-03.json)."""
     mb, seq, f, b, ckpt = row
-    probed = replace(workload, seq_len=seq, micro_batch=mb, attention="sdpa", doc_tokens=None)
+    kernel = probe_attention(model.attentions)
+    probed = replace(workload, seq_len=seq, micro_batch=mb, attention=kernel, doc_tokens=None)
     af, ab = (x / model.num_layers for x in _attention_split(table, model, probed))
     if workload.grad_checkpointing and ckpt is not None:
         return mb * seq, max(ckpt - fwd * af - ab, 0.0)

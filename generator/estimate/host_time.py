@@ -9,6 +9,8 @@ Two kinds of rows (generator/probe/compute_host.py, compute_host_model.py):
   layer that issues twice the Mistral layer's work eagerly is taken to do so compiled too, until measured.
   Its QLoRA layer (variant qlora, train.py's NF4 layer: bench/scripts/qlora_host.py, which needs training/) is read
   for its QLoRA steps; a QLoRA step without such a row is priced as a LoRA layer.
+A model with no rows of its own takes an eager Mistral row at the ratio of its layer's dispatched ops to the Mistral
+layer's, counted at sizing (host_scale).
 """
 
 from __future__ import annotations
@@ -121,12 +123,44 @@ def _mistral_key(table: ComputeTable, variant: str, compiled: bool, liger: bool)
     return _lever_key(table.host, "lora" if variant == "qlora" else variant, compiled, liger)
 
 
+PROBE_ADAPTERS = 7
+"""LoRA adapters a layer of the probe's LoRA host row carries: train.py's default targets, all seven projections of
+the tiny Mistral (probe.compute_host.LORA_TARGETS)."""
+
+
+def host_scale(model: ModelSpec, variant: str, adapters: float, dropout: bool) -> tuple[float, float]:
+    """(forward, backward) factors on the Mistral layer's eager host row for a model with no host rows of its own:
+    its layer's dispatched ops over the tiny Mistral's (ModelSpec.layer_ops), `adapters` LoRA adapters a layer
+    against the row's seven, each with `dropout`'s ops where the workload has it (both sides, so a llama-coded layer
+    reads 1 under TRL's dropout too). On the CPU, where a tiny layer's time is its dispatch, this put eleven dense
+    families' own forward host rows 6.9% (mean) from their time, 20% at worst, where the Mistral row read 14% and
+    56% (StarCoder2's and Phi's LoRA adapt four and three projections; bench/results/cpu-host-ops-2026-12-05.json).
+    (1, 1) where not counted (the closed-form families run the Mistral layer's code) and for a QLoRA MoE (train.py's
+    own NF4 expert dispatch, training/moe.py, not the transformers path counted)."""
+    ops = model.layer_ops
+    if ops is None or (variant == "qlora" and model.num_experts):
+        return (1.0, 1.0)
+    if variant == "full":
+        own, ref = ops.full, ops.reference_full
+    else:
+        per = ops.adapter_dropout if dropout else ops.adapter
+        own = tuple(x + adapters * a for x, a in zip(ops.frozen, per, strict=True))
+        ref = tuple(x + PROBE_ADAPTERS * a for x, a in zip(ops.reference_frozen, per, strict=True))
+    return tuple(o / r if o > 0 and r > 0 else 1.0 for o, r in zip(own, ref, strict=True))
+
+
 def host_layer_s(
-    table: ComputeTable, variant: str, compiled: bool, liger: bool = False, model: ModelKey | None = None
+    table: ComputeTable,
+    variant: str,
+    compiled: bool,
+    liger: bool = False,
+    model: ModelKey | None = None,
+    scale: tuple[float, float] = (1.0, 1.0),
 ) -> tuple[float, float]:
     """(forward, backward) host seconds per decoder layer of `variant` (full | lora | qlora): the model's own row of
     this lever, else the Mistral row (a QLoRA layer's is LoRA's; at the model's own ratio where it has rows of other
-    levers); (0, 0) without host rows."""
+    levers, else an eager row at `scale`, host_scale's count of its ops: a compiled layer's kernels are inductor's,
+    which the eager count does not give); (0, 0) without host rows."""
     own = table.host_models.get(model) if model is not None else None
     row = _own_row(own, variant, compiled, liger, 0)
     if row is not None:
@@ -136,7 +170,9 @@ def host_layer_s(
         return (0.0, 0.0)
     ratio = host_ratio(own[0], table.host) if own else None
     f, b = table.host[key]
-    return (f * ratio, b * ratio) if ratio else (f, b)
+    if ratio:
+        return (f * ratio, b * ratio)
+    return (f * scale[0], b * scale[1]) if not compiled else (f, b)
 
 
 def host_step_s(

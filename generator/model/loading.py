@@ -127,6 +127,7 @@ def _spec_by_meta(config: dict, name: str) -> ModelSpec:
         experts_layout=counts.experts_layout,
         norms=counts.norms,
         layer_saved=counts.saved,
+        layer_ops=counts.ops,
         recurrent_layers=recurrent_layers(dims),
         expert_layers=counts.expert_blocks if experts and 0 < counts.expert_blocks < layers else None,
     )

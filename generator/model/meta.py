@@ -9,8 +9,9 @@ import logging
 from typing import NamedTuple
 
 from generator.errors import UserError
+from generator.model.op_count import layer_ops
 from generator.model.saved_count import SavedStorages, layer_saved
-from generator.model.types import LayerSaved, positions_limit
+from generator.model.types import LayerOps, LayerSaved, positions_limit
 
 QUIET_LOGGERS = ("torchao", "torch.utils._pytree")
 """Loggers silenced below ERROR while the model is built: transformers imports torchao where it is installed, and on
@@ -74,6 +75,8 @@ class MetaCounts(NamedTuple):
     GPT-2 and OpenAI-GPT): peft adapts them, torchao's float8 conversion leaves them bf16 (ModelSpec.not_linear)."""
     saved: LayerSaved | None = None
     """What a decoder layer keeps for backward, counted on meta (model.saved_count; ModelSpec.layer_saved)."""
+    ops: LayerOps | None = None
+    """Aten ops a decoder layer dispatches, and the probe's Mistral layer's (model.op_count; ModelSpec.layer_ops)."""
 
 
 def _dim(config, key: str):
@@ -133,6 +136,12 @@ def recurrent_layers(dims: dict) -> int:
     return sum(map(recurrent_kind, types)) if isinstance(types, (list, tuple)) else 0
 
 
+def class_attentions(cls) -> tuple[str, ...]:
+    """The attention kernels a transformers model class loads with, as Workload.attention values."""
+    supported = {"sdpa": cls._supports_sdpa, "flex": cls._supports_flex_attn, "eager": True}
+    return tuple(kernel for kernel, ok in supported.items() if ok)
+
+
 def count_params_meta(config_dict: dict) -> int:
     """Exact parameter count (tied weights once) of AutoModelForCausalLM built from `config_dict` with no memory."""
     return meta_counts(config_dict).total
@@ -166,9 +175,7 @@ def meta_counts(config_dict: dict, name: str = "the model") -> MetaCounts:
     model.tie_weights()
     # parameters() yields a tied weight once.
     params = list(model.parameters())
-    cls = type(model)
-    supported = {"sdpa": cls._supports_sdpa, "flex": cls._supports_flex_attn, "eager": True}
-    attentions = tuple(kernel for kernel, ok in supported.items() if ok)
+    attentions = class_attentions(type(model))
     text = config.get_text_config(decoder=True)
     dims = {key: _dim(text, key) for key in DIM_KEYS}
     dims["architectures"] = getattr(config, "architectures", None)
@@ -193,7 +200,8 @@ def meta_counts(config_dict: dict, name: str = "the model") -> MetaCounts:
     with _quiet(QUIET_LOGGERS + ("transformers",)):  # the count last: it casts the model and switches its attention
         recurrent = recurrent_layers(dims)
         share = 1 - recurrent / layers if recurrent else None
-        return counts._replace(saved=layer_saved(model, uniform, attentions, kind, share))
+        ops = layer_ops(model, uniform, kind, "sdpa" in attentions) if share is None else None  # not a hybrid's mix
+        return counts._replace(ops=ops, saved=layer_saved(model, uniform, attentions, kind, share))
 
 
 def _norms(block) -> tuple[tuple[str, int, float, float], ...]:

@@ -1,9 +1,9 @@
 """Counts of a model built on the meta device, kept on disk. The build imports torch and transformers (3-15 s), so a
 second plan of the same architecture answers from this file with neither imported. An entry is keyed by the config,
 the installed transformers and the code that counts (generator/model/meta.py, saved_count.py, pass_count.py,
-cuda_autocast.py and compiled_count.py): a change to any of them misses, never answers stale. A cache that cannot be
-read or written is passed over (a read-only home still plans); a config transformers refuses is never cached, so its
-one-line error comes every time."""
+cuda_autocast.py, compiled_count.py and op_count.py): a change to any of them misses, never answers stale. A cache
+that cannot be read or written is passed over (a read-only home still plans); a config transformers refuses is never
+cached, so its one-line error comes every time."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ from pathlib import Path
 
 from generator.errors import UserError
 from generator.fileio import atomic_write, user_cache_dir
-from generator.model import compiled_count, cuda_autocast, meta, pass_count, saved_count
+from generator.model import compiled_count, cuda_autocast, meta, op_count, pass_count, saved_count
 from generator.model.meta import MetaCounts
-from generator.model.types import LayerSaved
+from generator.model.types import LayerOps, LayerSaved
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +48,7 @@ def entry(config: dict) -> Path | None:
         return None
     key = hashlib.sha256(json.dumps(config, sort_keys=True, default=repr).encode())
     key.update(installed.encode())
-    for counter in (meta, saved_count, pass_count, cuda_autocast, compiled_count):
+    for counter in (meta, saved_count, pass_count, cuda_autocast, compiled_count, op_count):
         key.update(Path(counter.__file__).read_bytes())
     return user_cache_dir() / "meta" / f"{key.hexdigest()[:32]}.json"
 
@@ -70,6 +70,7 @@ def _from_json(d: dict) -> MetaCounts:
         position_table=bool(d.get("position_table", False)),
         not_linear=tuple(d.get("not_linear", ())),
         saved=LayerSaved(*d["saved"]) if d.get("saved") else None,
+        ops=LayerOps(*(tuple(x) for x in d["ops"])) if d.get("ops") else None,
     )
 
 

@@ -42,6 +42,25 @@ class LayerSaved(NamedTuple):
     """The same trained with fp32 weights (a full fine-tune's fp32 stream)."""
 
 
+class LayerOps(NamedTuple):
+    """Aten ops one decoder layer dispatches in a training step, (forward, backward), counted on the meta device at
+    sizing (model.op_count), and the same for the tiny Mistral layer the probe's host rows time: what the host time
+    of a layer with no rows of its own is scaled by (estimate.host_time.host_scale)."""
+
+    full: tuple[float, float]
+    """Every weight trained, fp32 under autocast (a full fine-tune)."""
+    frozen: tuple[float, float]
+    """bf16 weights frozen, the input requiring grad (LoRA's or QLoRA's base before its adapters)."""
+    adapter: tuple[float, float]
+    """What peft's LoRA adds to one Linear, without dropout."""
+    adapter_dropout: tuple[float, float]
+    """The same with LoRA dropout (TRL's 0.05)."""
+    reference_full: tuple[float, float]
+    """The probe's tiny Mistral layer, full."""
+    reference_frozen: tuple[float, float]
+    """The same, frozen (its LoRA row adds seven adapters: estimate.host_time.PROBE_ADAPTERS)."""
+
+
 @dataclass(frozen=True)
 class ModelSpec:
     name: str
@@ -123,6 +142,9 @@ class ModelSpec:
     """The attention normalises q and k (RMSNorm modules q_norm and k_norm in the decoder layer: Qwen3, OLMo-2,
     Gemma-3), read from the built model for architectures outside the llama family; what those norms keep for
     backward and the passes they run are priced (estimate.activations, estimate.passes)."""
+    layer_ops: LayerOps | None = None
+    """Aten ops its decoder layer dispatches, and the probe's Mistral layer's (LayerOps); None for the closed-form
+    families (the Mistral layer's code) and where the count could not run."""
 
 
 def positions_limit(value) -> int | None:

@@ -259,7 +259,9 @@ def host_bound_reason(e: Estimate, workload: Workload, model: ModelSpec) -> list
     probe, own = "`probe --compute`", ""
     if e.host_as_mistral:
         probe = f"`probe --compute --model {model.name}`"
-        own = " (its host priced from the Mistral layer's rows; that times this model's own layer)"
+        counted = model.layer_ops is not None and not workload.layers_compiled
+        scaled = " at the ratio of the ops its layer dispatches" if counted else ""
+        own = f" (its host priced from the Mistral layer's rows{scaled}; that times this model's own layer)"
     return [
         f"host-bound: issuing the kernels takes the CPU {e.host_s:.2f} s a step against {e.gpu_work_s:.2f} s of GPU "
         f"work, so this machine's CPU sets the step ({HOST_SPREAD}); longer sequences or a larger micro-batch give "
