@@ -60,3 +60,14 @@ def test_the_tiny_copy_builds_and_trains_for_classes_the_mistral_recipe_broke(mo
     on_gpu = {"falcon": "sdpa", "phi3": "sdpa", "gemma2": "flex_attention", "gpt_oss": "flex_attention"}[model_type]
     assert attn_implementation(tiny, cuda=True) == on_gpu
     assert attn_implementation(tiny, cuda=False) == ("sdpa" if on_gpu == "sdpa" else "eager")
+
+
+def test_the_probe_reads_a_config_file_as_plan_does(tmp_path):
+    """`plan --model` takes a config.json-like file and its notes name it for `probe --compute --model`: the probe
+    reads it too (a directory with config.json as before; a file that is not JSON, or absent, is nothing)."""
+    path = ROOT / "bench" / "models" / "gemma2-default.json"
+    cfg = hf_config_dict(str(path))
+    assert cfg["model_type"] == "gemma2" and not any(k.startswith("_") for k in cfg)
+    (tmp_path / "config.json").write_text(path.read_text())
+    assert hf_config_dict(str(tmp_path))["head_dim"] == 256
+    assert hf_config_dict(str(tmp_path / "absent.json")) is None and hf_config_dict("org/hub-id") is None

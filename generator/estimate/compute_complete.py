@@ -57,16 +57,16 @@ def _attention(user: ComputeTable, ref: ComputeTable) -> tuple[dict, list[str]]:
     for path, rows in user.attention.items():
         if not ref.attention.get(path):
             continue
-        looked = [(r, attention_tflops(ref, path, *r[:4])) for r in rows]
-        f = _ratio([(r[4], x[0]) for r, x in looked])
-        b = _ratio([(r[5], x[1]) for r, x in looked])
+        looked = [(r, attention_tflops(ref, path, *r[:4], head_dim=r[4])) for r in rows]
+        f = _ratio([(r[5], x[0]) for r, x in looked])
+        b = _ratio([(r[6], x[1]) for r, x in looked])
         if f and b:
             ratios[path] = (f, b)
     overall = tuple(statistics.fmean(x) for x in zip(*ratios.values(), strict=True)) if ratios else (1.0, 1.0)
     for path, rows in ref.attention.items():
         f, b = ratios.get(path, overall)
-        have = {r[:4] for r in user.attention.get(path, ())}
-        extra = tuple((*r[:4], r[4] * f, r[5] * b) for r in rows if r[:4] not in have)
+        have = {r[:5] for r in user.attention.get(path, ())}
+        extra = tuple((*r[:5], r[5] * f, r[6] * b) for r in rows if r[:5] not in have)
         if extra and path not in user.attention:
             filled.append(f"{path} attention")
         out[path] = user.attention.get(path, ()) + extra

@@ -24,7 +24,7 @@ def scaled(table: ComputeTable, gpu: str, compute_ratio: float, memory_ratio: fl
     gemm = {key: faster_gemm_rows(rows, compute_ratio) for key, rows in table.gemm.items() if fp8 or key[0] != "fp8"}
     grouped = {impl: faster_gemm_rows(rows, compute_ratio) for impl, rows in table.grouped.items()}
     attention = {
-        p: tuple((s, h, kv, d, f * compute_ratio, b * compute_ratio) for s, h, kv, d, f, b in rows)
+        p: tuple((s, h, kv, d, w, f * compute_ratio, b * compute_ratio) for s, h, kv, d, w, f, b in rows)
         for p, rows in table.attention.items()
     }
     casts = {k: v / memory_ratio for k, v in table.cast_ns_per_elem.items()} if fp8 else {}

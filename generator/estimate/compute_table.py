@@ -140,7 +140,7 @@ def from_document(doc: dict, source: str) -> ComputeTable:
         f = 4.0 * _count(r["mb"]) * heads * _count(r["head_dim"]) * seq * _num(r["keys_per_query"])
         bwd_ms = max(both - fwd, 0.5 * fwd)
         doc_len = _count(r.get("doc") or seq)  # 0 or absent: one document per sequence
-        row = (seq, heads, kv_heads, doc_len, f / fwd / 1e9, f / bwd_ms / 1e9)
+        row = (seq, heads, kv_heads, doc_len, _count(r["head_dim"]), f / fwd / 1e9, f / bwd_ms / 1e9)
         attention.setdefault(r["path"], []).append(row)
     casts = {(r["kind"], r["mode"]): [] for r in doc.get("fp8_cast") or []}
     for r in doc.get("fp8_cast") or []:
@@ -256,12 +256,30 @@ def grouped_tflops(table: ComputeTable, impl: str, rows_total: int, k: int, n: i
     return gemm_tflops(table, "fp32" if impl == "loop_fp32" else "bf16", "fwd", rows_total, k, n)
 
 
+ATTENTION_HEAD_DIM = 128
+"""The head width the probe's default attention grid runs at (probe.compute_grid.ATTN_LAYOUTS); `probe --compute
+--model` adds the model's own layout at its own width."""
+
+
+def nearest_head_dim(rows, head_dim: int) -> int:
+    """The measured head width nearest `head_dim` (by ratio) among attention `rows`."""
+    return min({r[4] for r in rows}, key=lambda d: (abs(math.log2(d / head_dim)), -d))
+
+
 @cache
 def attention_tflops(
-    table: ComputeTable, path: str, seq: int, heads: int, kv_heads: int, doc: int | None = None
+    table: ComputeTable,
+    path: str,
+    seq: int,
+    heads: int,
+    kv_heads: int,
+    doc: int | None = None,
+    head_dim: int = ATTENTION_HEAD_DIM,
 ) -> tuple[float, float]:
     """(forward, backward) TFLOP/s on the forward's executed FLOPs of one attention call on `path`, by sequence,
-    head layout and (flex) document length. eager reads dense SDPA's rates; flex without rows the flash path's."""
+    head layout and (flex) document length, from the rows at the measured head width nearest `head_dim` (a kernel's
+    tiles, and so its rate, follow the width: the default grid runs 128 alone). eager reads dense SDPA's rates;
+    flex without rows the flash path's."""
     path = {"eager": "sdpa_dense"}.get(path, path)
     doc = min(doc or seq, seq)
     if path == "flex" and not flex_measured_near(table, doc):
@@ -269,8 +287,26 @@ def attention_tflops(
     rows = table.attention.get(path) or table.attention.get("sdpa_causal") or table.attention.get("sdpa_dense")
     if not rows:
         raise ValueError("the compute table has no attention rows")
+    width = nearest_head_dim(rows, head_dim)
+    rows = [r for r in rows if r[4] == width]
     key = (seq, heads, kv_heads, doc)
-    return _weighted(rows, key, 4, 4), _weighted(rows, key, 4, 5)
+    return _weighted(rows, key, 4, 5), _weighted(rows, key, 4, 6)
+
+
+HEAD_DIM_NOTE = (
+    "speed: attention at head width {dim} is priced from the table's rows at {width} (a kernel's tiles, and its "
+    "rate, follow the width); `python -m generator probe --compute --model {model}` times it at {dim}, for `plan "
+    "--compute-file`"
+)
+"""The plan's line where no attention row was timed at the model's head width."""
+
+
+def unmeasured_head_dim(table: ComputeTable, head_dim: int) -> int | None:
+    """The measured width attention at `head_dim` is priced from, where the table has no row at that width (None
+    where it has, or has no attention rows)."""
+    rows = [r for path_rows in table.attention.values() for r in path_rows]
+    width = nearest_head_dim(rows, head_dim) if rows else head_dim
+    return None if width == head_dim else width
 
 
 FLEX_DOC_REACH = 2.0

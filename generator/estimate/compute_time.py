@@ -122,7 +122,7 @@ def _layers_attention_s(table: ComputeTable, model: ModelSpec, workload: Workloa
     flops = 4.0 * rows * length * model.num_heads * model.head_dim
     flops *= keys_per_query(model, workload) * model.num_layers
     doc = documents(workload) if path == "flex" else length
-    f_rate, b_rate = attention_tflops(table, path, length, model.num_heads, model.num_kv_heads, doc)
+    f_rate, b_rate = attention_tflops(table, path, length, model.num_heads, model.num_kv_heads, doc, model.head_dim)
     return flops * (fwd / (f_rate * 1e12) + 1 / (b_rate * 1e12))
 
 

@@ -6,7 +6,7 @@ from generator.catalog import strategies as catalog
 from generator.estimate.activations import activation_terms, residual_bytes
 from generator.estimate.comm import communication
 from generator.estimate.compute_source import table_for, table_note
-from generator.estimate.compute_table import ComputeTable
+from generator.estimate.compute_table import HEAD_DIM_NOTE, ComputeTable, unmeasured_head_dim
 from generator.estimate.compute_time import MOE_OPERATORS_NOTE, moe_priced_by_operators
 from generator.estimate.hardware import gpu_known
 from generator.estimate.host_time import priced_as_mistral
@@ -174,6 +174,9 @@ def _notes(model: ModelSpec, workload: Workload, placement: Placement, strategy:
         notes.append(speed)
     if by_operators:
         notes.append(MOE_OPERATORS_NOTE.format(model=model.name))
+    width = unmeasured_head_dim(table, model.head_dim)
+    if width is not None:
+        notes.append(HEAD_DIM_NOTE.format(dim=model.head_dim, width=width, model=model.name))
     return notes
 
 

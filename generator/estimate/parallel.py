@@ -184,7 +184,9 @@ def _attention_share_s(model: ModelSpec, workload: Workload, local: Workload, ta
     forward = (attention_flops_per_token(model, workload) - attention_flops_per_token(model, local)) / 3
     path = kernel_path(model, local)
     doc = documents(workload) if path == "flex" else workload.seq_len
-    f_rate, b_rate = attention_tflops(table, path, workload.seq_len, model.num_heads, model.num_kv_heads, doc)
+    f_rate, b_rate = attention_tflops(
+        table, path, workload.seq_len, model.num_heads, model.num_kv_heads, doc, model.head_dim
+    )
     return tokens * forward * (_forward_passes(workload) / (f_rate * 1e12) + 1 / (b_rate * 1e12))
 
 

@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from generator.estimate.compute_table import GEMM_BURST
+from generator.estimate.compute_table import ATTENTION_HEAD_DIM, GEMM_BURST
 from generator.model.types import ModelSpec
 from generator.probe import compute_grid as grid
 from generator.topology.nvml import driver_version
@@ -216,11 +216,12 @@ def measure(
     tokens = (8192,) if cuda else (64,)
     doc["grouped_gemm"] = grouped_rows(clock, _experts(device, model), tokens, budget.grouped)
     step("attention")
-    layouts = grid.ATTN_LAYOUTS if cuda else ((4, 2), (4, 4))
+    dim = ATTENTION_HEAD_DIM if cuda else 32
+    layouts = tuple((h, kv, dim) for h, kv in (grid.ATTN_LAYOUTS if cuda else ((4, 2), (4, 4))))
     seqs = budget.attn_seqs if cuda else (128, 256)
-    if model is not None and cuda and (model.num_heads, model.num_kv_heads) not in layouts:
-        layouts = ((model.num_heads, model.num_kv_heads), *layouts)
-    dim = 128 if cuda else 32
+    if model is not None and cuda:  # --model's own layout at its own head width, first (flex times the first)
+        own = (model.num_heads, model.num_kv_heads, model.head_dim)
+        layouts = (own, *(x for x in layouts if x != own))
     tokens_attn = grid.ATTN_TOKENS if cuda else 256
     doc["attention"] = attention_rows(clock, ["sdpa_causal", "sdpa_dense"], layouts, seqs, tokens_attn, dim,
                                       budget.attention, doc=0)  # fmt: skip

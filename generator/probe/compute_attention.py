@@ -1,5 +1,6 @@
 """Attention section of `probe --compute`: forward and forward+backward time of each kernel path transformers takes
-(generator.estimate.attention.kernel_path), over sequence lengths and head layouts, bf16, head_dim 128.
+(generator.estimate.attention.kernel_path), over sequence lengths and head layouts, bf16, head_dim 128 (and, for
+`--model`, its own layout at its own head width).
 
 - sdpa_causal: SDPA with is_causal=True and GQA's k/v passed as they are (enable_gqa): the flash kernel.
 - sdpa_dense: SDPA with a materialised bool [mb, 1, s, s] causal mask, k/v repeated to every query head
@@ -68,18 +69,20 @@ def _callable(path: str, q, k, v, seq: int, doc: int, device: str):
 
 def attention_rows(clock: Clock, paths: list[str], layouts, seqs, tokens: int, dim: int, budget_s: float,
                    doc: int) -> list[dict]:  # fmt: skip
-    """One row per (path, layout, seq): fwd_ms, fwdbwd_ms and the derived TFLOP/s (see the module docstring)."""
+    """One row per (path, layout, seq): fwd_ms, fwdbwd_ms and the derived TFLOP/s (see the module docstring). A
+    layout is (query heads, kv heads) at head width `dim`, or (query heads, kv heads, its own head width)."""
     rows, t_end = [], time.monotonic() + budget_s
     for path in paths:
-        for heads, kv in layouts:
+        for heads, kv, *width in layouts:
+            d = width[0] if width else dim
             for seq in seqs:
-                label = f"attention {path} {heads}/{kv} s{seq}"
+                label = f"attention {path} {heads}/{kv}x{d} s{seq}"
                 if time.monotonic() > t_end:
                     clock.skipped.append(f"{label}: time box")
                     continue
                 mb = max(1, tokens // seq)
                 try:
-                    q, k, v = _qkv(mb, heads, kv, seq, dim, clock.device)
+                    q, k, v = _qkv(mb, heads, kv, seq, d, clock.device)
                     fn, keys = _callable(path, q, k, v, seq, doc, clock.device)
                     out = fn()
                     grad = torch.randn_like(out)
@@ -92,8 +95,8 @@ def attention_rows(clock: Clock, paths: list[str], layouts, seqs, tokens: int, d
                 except Exception as exc:  # kernel unavailable on this device / torch, or out of memory
                     clock.skipped.append(f"{label}: {type(exc).__name__}: {str(exc)[:160]}")
                     continue
-                flops_fwd = 4.0 * mb * heads * dim * seq * keys
-                rows.append({"path": path, "heads": heads, "kv_heads": kv, "head_dim": dim, "seq": seq, "mb": mb,
+                flops_fwd = 4.0 * mb * heads * d * seq * keys
+                rows.append({"path": path, "heads": heads, "kv_heads": kv, "head_dim": d, "seq": seq, "mb": mb,
                              "doc": (doc or seq) if path == "flex" else seq, "keys_per_query": round(keys, 2),
                              "fwd_ms": round(fwd * 1e3, 4), "fwdbwd_ms": round(both * 1e3, 4),
                              "fwd_tflops": tf(flops_fwd, fwd), "fwdbwd_tflops": tf(3.5 * flops_fwd, both)})  # fmt: skip

@@ -43,14 +43,17 @@ VARIANTS = ("frozen", "full")
 
 
 def hf_config_dict(name_or_dir: str) -> dict | None:
-    """The transformers config of a preset or a local model directory; None for anything else (a hub id: the probe
-    reads nothing from the network)."""
+    """The transformers config of a preset, a local model directory or a config.json-like file (as `plan --model`
+    takes them); None for anything else (a hub id: the probe reads nothing from the network)."""
     from generator.model.presets import PRESETS, preset_config
 
     if name_or_dir in PRESETS:
         return {k: v for k, v in preset_config(name_or_dir).items() if not k.startswith("_")}
-    path = Path(name_or_dir) / "config.json"
-    return json.loads(path.read_text()) if path.is_file() else None
+    path = Path(name_or_dir)
+    path = path / "config.json" if path.is_dir() else path
+    if not path.is_file() or path.suffix != ".json":
+        return None
+    return {k: v for k, v in json.loads(path.read_text()).items() if not k.startswith("_")}
 
 
 CONFIG_DROPPED = (
