@@ -283,16 +283,27 @@ STARCODER2 = (
 # twins where the plan's pick is float8 (PICK_PAIRS), and StarCoder2's LoRA as the plan now prints it (float8 at 4,096
 # x 4, --lora-targets all-linear: its 2026-12-05 row ran train.py's default, the llama names: q/k/v/o_proj alone).
 # Predicted in bench/results/predicted/families-2026-12-05-b.json before the call.
+# The twins were eager bf16 until 2026-12-05's tenth session (still unrun): the plan's bf16 pick compiles the layers
+# there (--precision bf16 prints --compile-layers for both), so that is the runner-up float8 is measured against.
 PHI = _family("phi-default", "full", 2048, 8, False, False, precision="fp8")
-PHI_BF16 = _family("phi-default", "full", 2048, 8, False, False)
+PHI_BF16 = replace(_family("phi-default", "full", 2048, 8, False, False), compiled=True)
 PHI_LORA = replace(_family("phi-default", "lora", 2048, 8, False, False, precision="fp8"), lora_targets="all-linear")
 FALCON_LORA = replace(
     _family("falcon-default", "lora", 2048, 8, False, False, precision="fp8"), lora_targets="all-linear"
 )
-FALCON_LORA_BF16 = replace(FALCON_LORA, precision="bf16")
+FALCON_LORA_BF16 = replace(FALCON_LORA, precision="bf16", compiled=True)
 FALCON = _family("falcon-default", "full", 2048, 2, False, False, precision="fp8")
 STARCODER2_ALL_LINEAR = replace(STARCODER2[1], micro_batch=4, precision="fp8", lora_targets="all-linear")
 LAYERNORM_FAMILIES = (PHI, PHI_BF16, PHI_LORA, FALCON_LORA, FALCON_LORA_BF16, FALCON, STARCODER2_ALL_LINEAR)
+
+# Chosen on 2026-12-05 (tenth session) before any ran: a head width no attention row has (bench/models/gemma2-default
+# .json, transformers' default Gemma-2: Gemma-2-2B's shape, 8/4 heads 256 wide, logit softcapping, so flex: the class
+# has no SDPA path), LoRA at 8,192 x 2, the plan's float8 pick and its bf16 runner-up (compiled layers), priced from
+# the 128-wide rows (the plan says so). With `probe --compute --model` of it on the same machine (bench/README Next 7)
+# the same rows are priced again from its own 256-wide rows.
+GEMMA2_LORA = _family("gemma2-default", "lora", 8192, 2, False, False, precision="fp8", attention="flex")
+GEMMA2_LORA_BF16 = replace(GEMMA2_LORA, precision="bf16", compiled=True)
+HEAD_WIDTH = (GEMMA2_LORA, GEMMA2_LORA_BF16)
 
 FAMILY_CELLS: tuple[Cell, ...] = (
     MIXTRAL_QLORA,
@@ -331,6 +342,7 @@ FAMILY_CELLS: tuple[Cell, ...] = (
     *QWEN15_MOE,
     *STARCODER2,
     *LAYERNORM_FAMILIES,
+    *HEAD_WIDTH,
 )
 
 # (the plan's default pick, its runner-up): one lever apart, measured in the same call where the budget allows.
@@ -348,6 +360,7 @@ PICK_PAIRS: tuple[tuple[Cell, Cell], ...] = (
     (OLMOE_LORA_FP8, OLMOE_LORA),
     (PHI, PHI_BF16),
     (FALCON_LORA, FALCON_LORA_BF16),
+    (GEMMA2_LORA, GEMMA2_LORA_BF16),
     *COMPILE_PAIRS,
     *COMPILE_PAIRS_B,
     *COMPILE_PAIRS_C,

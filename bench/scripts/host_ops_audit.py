@@ -1,12 +1,17 @@
-"""CPU check of the host-time scale for models without host rows of their own (estimate.host_time.host_scale): each
+"""Check of the host-time scale for models without host rows of their own (estimate.host_time.host_scale): each
 family's own host rows, timed by the probe's code (probe.compute_host.hf_row with compute_host_model's builder, eager
-LoRA and full, the probe's widths cut four-fold so a layer's time is its dispatch), against the tiny Mistral's rows
-(a) as they are, which is how such a model was priced, and (b) at the ratio of the two layers' ops counted on meta at
-sizing (model.op_count, ModelSpec.layer_ops). The CPU dispatches what the GPU's host does, but runs CPU autocast's
-policy where the count takes CUDA's (norms in fp32 there: a few casts more), and its per-call costs are not a GPU
-host's: a check of the count's shape, not of the GPU's host time (bench/README.md Next has that call).
+LoRA and full), against the tiny Mistral's rows timed between them, (a) as they are, which is how such a model was
+priced, (b) at the ratio of the two layers' ops counted on meta at sizing (model.op_count, ModelSpec.layer_ops), and
+(c) at the ratio of the ops the run itself dispatched.
+
+On the CPU (the default) the probe's widths are cut four-fold so a layer's time is its dispatch; the CPU runs CPU
+autocast's policy where the count takes CUDA's (norms in fp32 there: a few casts more), and its per-call costs are
+not a GPU host's: a check of the count's shape. On a GPU (`--device cuda`, bench/README.md Next 6) the rows are the
+probe's own, at its widths, and (c) is what the GPU process dispatched under CUDA's autocast: the sizing count's
+check, and the host time it is to price.
 
     PYTHONPATH=. .venv/bin/python bench/scripts/host_ops_audit.py --out bench/results/cpu-host-ops-2026-12-05.json
+    PYTHONPATH=. python bench/scripts/host_ops_audit.py --device cuda --out $OUT/gpu-host-ops.json   # ~5 min
 """
 
 from __future__ import annotations
@@ -25,7 +30,8 @@ FAMILIES = ("llama", "qwen2", "qwen3", "starcoder2", "phi", "gemma3_text", "olmo
 """Dense causal-LM types at transformers' default configs (MoE layers on the CPU run transformers' per-expert loop,
 not the GPU's grouped_mm, so their CPU time is no host proxy)."""
 CUT = dict(HIDDEN=32, HEADS=2, KV_HEADS=1, HEAD_DIM=16, INTER=64, TOKENS=8)
-"""The probe's widths cut four-fold (eight tokens): the CPU's arithmetic for them is small beside its dispatch."""
+"""The probe's widths cut four-fold (eight tokens), on the CPU only: its arithmetic for them is small beside its
+dispatch."""
 
 
 def _cut_widths() -> None:
@@ -38,16 +44,17 @@ def _cut_widths() -> None:
                 setattr(module, name, value)
 
 
-def _row(build, variant: str, rounds: int) -> dict:
+def _row(build, variant: str, rounds: int, device: str) -> dict:
     from generator.probe.compute_bench import Clock
     from generator.probe.compute_host import hf_row
 
-    return hf_row(Clock("cpu", warmup=1, min_repeats=1, max_repeats=1), variant, False, False, rounds, build=build)
+    return hf_row(Clock(device, warmup=1, min_repeats=1, max_repeats=1), variant, False, False, rounds, build=build)
 
 
-def _cpu_ops(build, variant: str) -> tuple[float, float]:
-    """(forward, backward) aten ops of one layer as the CPU runs the host row's step (its own autocast policy: no
-    fp32 norms), from depths 2 and 6: what the CPU's time is taken to follow."""
+def _run_ops(build, variant: str, device: str) -> tuple[float, float]:
+    """(forward, backward) aten ops of one layer as the host row's step runs on `device` (on the CPU its own autocast
+    policy: no fp32 norms), from depths 2 and 6: what the time is taken to follow. The backward holds the
+    optimizer's step too (the CPU's AdamW loops over its tensors; a GPU's is fused)."""
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -62,11 +69,14 @@ def _cpu_ops(build, variant: str) -> tuple[float, float]:
 
     counts = []
     for depth in (2, 6):
-        model = build(Clock("cpu"), variant, depth, False, False)
-        opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-6, fused=False)
-        ids = torch.randint(0, 512, (1, CUT["TOKENS"]))
+        from generator.probe.compute_host import TOKENS
+
+        model = build(Clock(device), variant, depth, False, False)
+        params = [p for p in model.parameters() if p.requires_grad]
+        opt = torch.optim.AdamW(params, lr=1e-6, fused=device == "cuda")
+        ids = torch.randint(0, 512, (1, CUT["TOKENS"] if device == "cpu" else TOKENS), device=device)
         forward, backward = Ops(), Ops()
-        with forward, torch.autocast("cpu", dtype=torch.bfloat16):
+        with forward, torch.autocast(device, dtype=torch.bfloat16):
             loss = model(input_ids=ids, labels=ids).loss
         with backward:
             loss.backward()
@@ -97,29 +107,29 @@ def _adapters(cfg: dict) -> int:
 WHAT = (
     "bench/scripts/host_ops_audit.py on the CPU: eleven dense families' own host rows (the probe's code, widths cut "
     "four-fold) against the tiny Mistral's, as they are and scaled by the two layers' op counts (the sizing count, "
-    "CUDA's policy, as the estimator scales; and the CPU run's own count)"
+    "CUDA's policy, as the estimator scales; and the run's own count)"
 )
 
 
 def summarise(data: dict) -> None:
     """Each family's errors and the summary, in place: the Mistral rows' medians as they are, scaled by the sizing
-    count (what the estimator does) and by the CPU run's own count, for the whole step and for the forward alone.
+    count (what the estimator does) and by the run's own count, for the whole step and for the forward alone.
     The forward is the clean check: the CPU's step also runs AdamW's per-tensor loop and per-tensor norms for
     clipping (a GPU's fused AdamW and foreach norm issue a few calls), which the count leaves out."""
     errors: dict = {}
     for variant in ("lora", "full"):
         fwd = statistics.median(r["fwd_ms_per_layer"] for r in data["mistral_rows"][variant])
         both = statistics.median(r["fwdbwd_ms_per_layer"] for r in data["mistral_rows"][variant])
-        cpu_ref = data["mistral_cpu_ops"][variant]
+        run_ref = data["mistral_run_ops"][variant]
         for key, e in data["families"].items():
             if not key.endswith("/" + variant):
                 continue
             own = {p: statistics.median(r[f"{p}_ms_per_layer"] for r in e["own_rows"]) for p in ("fwd", "fwdbwd")}
             found = {
                 "step_as_mistral": both, "step_scaled": _scaled(fwd, both, e["ops"], e["reference_ops"]),
-                "step_scaled_cpu_count": _scaled(fwd, both, e["cpu_ops"], cpu_ref),
+                "step_scaled_run_count": _scaled(fwd, both, e["run_ops"], run_ref),
                 "forward_as_mistral": fwd, "forward_scaled": fwd * e["ops"][0] / e["reference_ops"][0],
-                "forward_scaled_cpu_count": fwd * e["cpu_ops"][0] / cpu_ref[0],
+                "forward_scaled_run_count": fwd * e["run_ops"][0] / run_ref[0],
             }  # fmt: skip
             e["own_ms"] = {p: round(v, 4) for p, v in own.items()}
             for name, ms in found.items():
@@ -136,6 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--summarise", action="store_true", help="recompute --out's errors and summary from its rows")
     p.add_argument("--rounds", type=int, default=16)
     p.add_argument("--families", default=",".join(FAMILIES))
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     args = p.parse_args(argv)
     if args.summarise:
         data = json.loads(args.out.read_text())
@@ -149,38 +160,44 @@ def main(argv: list[str] | None = None) -> int:
 
     from generator.estimate.host_time import PROBE_ADAPTERS
     from generator.model import meta
+    from generator.model.meta import expert_count
     from generator.probe.compute_host import _hf_model
     from generator.probe.compute_host_model import _builder
 
-    torch.set_num_threads(1)
-    _cut_widths()
+    dev = args.device
+    if dev == "cpu":
+        torch.set_num_threads(1)
+        _cut_widths()
     started = time.time()
-    mistral = {v: [_row(_hf_model, v, args.rounds)] for v in ("lora", "full")}
-    mistral_cpu_ops = {v: _cpu_ops(_hf_model, v) for v in ("lora", "full")}
+    mistral = {v: [_row(_hf_model, v, args.rounds, dev)] for v in ("lora", "full")}
+    mistral_run_ops = {v: _run_ops(_hf_model, v, dev) for v in ("lora", "full")}
     out = {}
     for family in args.families.split(","):
         cfg = AutoConfig.for_model(family).to_dict()
         ops = meta.meta_counts(cfg, family).ops
-        build = _builder(cfg, moe=False)
+        build = _builder(cfg, moe=bool(expert_count(cfg)))  # an MoE on a GPU only: grouped_mm is CUDA's path
         adapters = _adapters(cfg)
         for variant in ("lora", "full"):
             if variant == "lora" and not adapters:
                 continue  # no llama-named Linear: train.py's default targets adapt nothing
             own = []
             for _ in range(2):  # each family and the reference alternately: the host's speed drifts
-                own.append(_row(build, variant, args.rounds))
-                mistral[variant].append(_row(_hf_model, variant, args.rounds))
+                own.append(_row(build, variant, args.rounds, dev))
+                mistral[variant].append(_row(_hf_model, variant, args.rounds, dev))
             if variant == "full":
                 count, ref = ops.full, ops.reference_full
             else:
                 count = tuple(x + adapters * a for x, a in zip(ops.frozen, ops.adapter, strict=True))
                 ref = tuple(x + PROBE_ADAPTERS * a for x, a in zip(ops.reference_frozen, ops.adapter, strict=True))
             out[f"{family}/{variant}"] = {"adapters": adapters if variant == "lora" else 0, "ops": count,
-                                          "reference_ops": ref, "cpu_ops": _cpu_ops(build, variant),
+                                          "reference_ops": ref, "run_ops": _run_ops(build, variant, dev),
                                           "own_rows": own}  # fmt: skip
             print(family, variant, [r["fwdbwd_ms_per_layer"] for r in own], count, flush=True)
-    data = {"what": WHAT, "date": date.today().isoformat(), "transformers": __version__, "torch": torch.__version__,
-            "widths": CUT, "rounds": args.rounds, "mistral_rows": mistral, "mistral_cpu_ops": mistral_cpu_ops,
+    data = {"what": WHAT if dev == "cpu" else WHAT.replace("on the CPU", "on a GPU's host").replace(
+                " (the probe's code, widths cut four-fold)", " (the probe's code and widths)"),
+            "device": dev, "date": date.today().isoformat(), "transformers": __version__, "torch": torch.__version__,
+            "widths": CUT if dev == "cpu" else None, "rounds": args.rounds, "mistral_rows": mistral,
+            "mistral_run_ops": mistral_run_ops,
             "families": out, "seconds": round(time.time() - started, 1)}  # fmt: skip
     summarise(data)
     args.out.write_text(json.dumps(data, indent=1) + "\n")
