@@ -70,3 +70,29 @@ def test_an_eager_step_takes_the_mistral_row_at_the_counted_ratio(monkeypatch, t
     assert compute_time(table, spec, compiled, "ddp").host_s == pytest.approx(
         compute_time(table, replace(spec, layer_ops=None), compiled, "ddp").host_s
     )
+
+
+@pytest.mark.parametrize("dropout", [0.0, 0.05])
+def test_the_adapters_ops_written_down_are_what_the_installed_peft_dispatches(dropout):
+    """Sizing does not import peft (it brings bitsandbytes, whose CPU backend reaches for the Hub at import), so what
+    one adapter adds is written down; counted here with the installed peft, it must still be that."""
+    from generator.model.op_count import ADAPTER_DROPOUT_OPS, ADAPTER_OPS, adapter_ops
+
+    assert adapter_ops(dropout) == (ADAPTER_DROPOUT_OPS if dropout else ADAPTER_OPS)
+
+
+def test_sizing_imports_neither_peft_nor_bitsandbytes(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = (
+        "import sys, logging; logging.disable(logging.WARNING)\n"
+        "from transformers import AutoConfig\n"
+        "from generator.model import meta\n"
+        "ops = meta.meta_counts(AutoConfig.for_model('qwen3', num_hidden_layers=4).to_dict(), 'qwen3').ops\n"
+        "print(ops is not None, 'peft' in sys.modules, 'bitsandbytes' in sys.modules)\n"
+    )
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=300)
+    assert out.stdout.split() == ["True", "False", "False"], out.stderr[-2000:]

@@ -13,11 +13,10 @@ from generator.model.op_count import layer_ops
 from generator.model.saved_count import SavedStorages, layer_saved
 from generator.model.types import LayerOps, LayerSaved, positions_limit
 
-QUIET_LOGGERS = ("torchao", "torch.utils._pytree", "bitsandbytes")
+QUIET_LOGGERS = ("torchao", "torch.utils._pytree")
 """Loggers silenced below ERROR while the model is built: transformers imports torchao where it is installed, and on
 the planning path torchao's import notes (its CUDA kernels not loading on a machine without them; a deprecation torch
-logs for torchao's enums) say nothing about the plan; nor do bitsandbytes' (its CPU kernel not found), which peft
-imports for the op count's one adapter (model.op_count). train.py, which uses both, still shows them."""
+logs for torchao's enums) say nothing about the plan. train.py, which uses torchao, still shows them."""
 
 EXPERTS_LAYOUT = {
     "is_transposed": False, "has_bias": False, "has_gate": True, "is_concatenated": True, "has_post_expert_norm": False,

@@ -16,8 +16,9 @@ the flash kernel (saved_count's stand-ins), an MoE's experts on transformers' gr
 difference between the decoder run through the block after the first of the kind and through that first block, so
 the embedding, the mask and the final norm drop out. Full: fp32 weights trained (train.py's full fine-tune; an MoE's
 in bf16, as train.py casts its experts); frozen: bf16 weights, the input requiring grad (LoRA's base); an adapter:
-peft's LoRA on one bf16 Linear (rank 16, with and without dropout) beyond the Linear's own ops. The reference is the
-probe's tiny Mistral counted the same way, once a process. Torch is imported only when sizing builds a model."""
+peft's LoRA on one bf16 Linear (rank 16, with and without dropout) beyond the Linear's own ops (ADAPTER_OPS). The
+reference is the probe's tiny Mistral counted the same way, once a process. Torch is imported only when sizing builds
+a model; peft never is."""
 
 from __future__ import annotations
 
@@ -85,9 +86,18 @@ def _per_layer(model, stack, first: int, kernel: str, moe: bool = False) -> tupl
     return out[0], out[1]
 
 
-@cache
-def _adapter(dropout: float) -> tuple[float, float]:
-    """(forward, backward) ops peft's LoRA adds to one bf16 Linear under autocast."""
+ADAPTER_OPS = (10.0, 20.0)
+"""(forward, backward) aten ops peft's LoRA adds to one bf16 Linear under CUDA's autocast, without dropout (peft
+0.21: the input cast to the adapter's fp32, A, B, the scale and the add, and their backward). Written down rather
+than counted at sizing: importing peft brings bitsandbytes, whose CPU backend reaches for the Hub at import, which
+the planning path must not; tests/test_model_op_count.py counts it with the installed peft (adapter_ops)."""
+ADAPTER_DROPOUT_OPS = (14.0, 21.0)
+"""The same with LoRA dropout (its mask and multiply, forward and backward)."""
+
+
+def adapter_ops(dropout: float) -> tuple[float, float]:
+    """(forward, backward) ops peft's LoRA adds to one bf16 Linear under autocast, counted with the installed peft
+    (what ADAPTER_OPS and ADAPTER_DROPOUT_OPS hold)."""
     import torch
     from peft import LoraConfig, get_peft_model
 
@@ -137,7 +147,6 @@ def layer_ops(model, stack, kind: list[int] | None, sdpa: bool) -> LayerOps | No
     try:
         full, frozen = _per_layer(model, stack, first, kernel, moe=kind is not None)
         ref_full, ref_frozen = _reference()
-        adapter, dropped = _adapter(0.0), _adapter(0.05)
     except Exception:  # a block that needs more than its input, an op with no meta kernel: the Mistral rows price it
         return None
-    return LayerOps(full, frozen, adapter, dropped, ref_full, ref_frozen)
+    return LayerOps(full, frozen, ADAPTER_OPS, ADAPTER_DROPOUT_OPS, ref_full, ref_frozen)
