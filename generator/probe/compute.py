@@ -68,14 +68,17 @@ class Effort:
     host_model: float = 0.0
     """Time box of --model's own host rows (generator/probe/compute_host_model.py), where its layer is not the tiny
     Mistral's; 0: none."""
+    attn_widths: tuple[tuple[int, int, int], ...] = ()
+    """(query heads, kv heads, head width) layouts timed besides the 128-wide ones (grid.ATTN_WIDTH_LAYOUTS)."""
     layer_sizes: tuple[tuple[int, int], ...] = (grid.LAYER_TOKENS,)
     """(micro-batch, sequence) each MoE layer row is timed at (compute_grid.LAYER_SIZES_FULL for --full)."""
 
 
-FULL = Effort("full", gemm_bf16=24.0, gemm_fp8=16.0, cast=12.0, grouped=6.0, attention=12.0, flex=36.0, host=150.0,
+FULL = Effort("full", gemm_bf16=24.0, gemm_fp8=16.0, cast=12.0, grouped=6.0, attention=20.0, flex=36.0, host=150.0,
               layers=150.0, gemm_tokens=grid.CUDA_TOKENS, lora_tokens=grid.LORA_TOKENS, cast_shapes=3,
               compiled_casts=True, attn_seqs=grid.ATTN_SEQS, host_compiled=True, host_rounds=12,
-              compiled_layers=True, layer_sizes=grid.LAYER_SIZES_FULL, host_model=120.0)  # fmt: skip
+              compiled_layers=True, layer_sizes=grid.LAYER_SIZES_FULL, host_model=120.0,
+              attn_widths=grid.ATTN_WIDTH_LAYOUTS)  # fmt: skip
 """--full: every grid (97-150 s on one H200 over six runs, 2026-12-03: host rows 52 s, bf16 GEMMs 20, casts 17, float8
 GEMMs 13, flex 11, SDPA 10, MoE layers 5), and since 2026-12-04 the MoE layer rows compiled too (Mixtral's eager and
 compiled rows together took 61 s on one H200, bench/results/moe-layers-mixtral-h200-2026-12-04.json; the layer box
@@ -219,6 +222,8 @@ def measure(
     dim = ATTENTION_HEAD_DIM if cuda else 32
     layouts = tuple((h, kv, dim) for h, kv in (grid.ATTN_LAYOUTS if cuda else ((4, 2), (4, 4))))
     seqs = budget.attn_seqs if cuda else (128, 256)
+    if cuda:
+        layouts += tuple(x for x in budget.attn_widths if x not in layouts)
     if model is not None and cuda:  # --model's own layout at its own head width, first (flex times the first)
         own = (model.num_heads, model.num_kv_heads, model.head_dim)
         layouts = (own, *(x for x in layouts if x != own))
