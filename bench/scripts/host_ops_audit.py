@@ -56,26 +56,18 @@ def _run_ops(build, variant: str, device: str) -> tuple[float, float]:
     policy: no fp32 norms), from depths 2 and 6: what the time is taken to follow. The backward holds the
     optimizer's step too (the CPU's AdamW loops over its tensors; a GPU's is fused)."""
     import torch
-    from torch.utils._python_dispatch import TorchDispatchMode
 
+    from generator.model.op_count import op_counter
+    from generator.probe import compute_host
     from generator.probe.compute_bench import Clock
-
-    class Ops(TorchDispatchMode):
-        n = 0
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            self.n += 1
-            return func(*args, **(kwargs or {}))
 
     counts = []
     for depth in (2, 6):
-        from generator.probe.compute_host import TOKENS
-
         model = build(Clock(device), variant, depth, False, False)
         params = [p for p in model.parameters() if p.requires_grad]
         opt = torch.optim.AdamW(params, lr=1e-6, fused=device == "cuda")
-        ids = torch.randint(0, 512, (1, CUT["TOKENS"] if device == "cpu" else TOKENS), device=device)
-        forward, backward = Ops(), Ops()
+        ids = torch.randint(0, 512, (1, compute_host.TOKENS), device=device)  # cut on the CPU (_cut_widths)
+        forward, backward = op_counter(), op_counter()
         with forward, torch.autocast(device, dtype=torch.bfloat16):
             loss = model(input_ids=ids, labels=ids).loss
         with backward:

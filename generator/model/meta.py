@@ -200,7 +200,7 @@ def meta_counts(config_dict: dict, name: str = "the model") -> MetaCounts:
     with _quiet(QUIET_LOGGERS + ("transformers",)):  # the count last: it casts the model and switches its attention
         recurrent = recurrent_layers(dims)
         share = 1 - recurrent / layers if recurrent else None
-        ops = layer_ops(model, uniform, kind, "sdpa" in attentions) if share is None else None  # not a hybrid's mix
+        ops = layer_ops(model, uniform, kind, attentions) if share is None else None  # not a hybrid's mix
         return counts._replace(ops=ops, saved=layer_saved(model, uniform, attentions, kind, share))
 
 

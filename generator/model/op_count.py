@@ -25,7 +25,7 @@ from __future__ import annotations
 from functools import cache
 
 from generator.model.cuda_autocast import cuda_autocast
-from generator.model.saved_count import ATTENTION, _decoder, _set_kernel, _stand_ins
+from generator.model.saved_count import ATTENTION, _decoder, _set_kernel, _stand_ins, counted_kernel
 from generator.model.types import LayerOps
 
 TOKENS = 16
@@ -35,7 +35,8 @@ REFERENCE = dict(hidden_size=128, intermediate_size=256, num_attention_heads=4, 
 """The probe's tiny Mistral (compute_host's HIDDEN, INTER, HEADS, KV_HEADS, HEAD_DIM)."""
 
 
-def _counter():
+def op_counter():
+    """A TorchDispatchMode counting the aten ops dispatched while it is on (`.n`), views included."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
     class Ops(TorchDispatchMode):
@@ -48,6 +49,17 @@ def _counter():
             return func(*args, **(kwargs or {}))
 
     return Ops()
+
+
+def _forward_backward(forward) -> tuple[int, int]:
+    """(forward, backward) ops of `forward()` under CUDA's autocast policy and of the backward of its output's sum."""
+    counted_forward, counted_backward = op_counter(), op_counter()
+    with cuda_autocast(), counted_forward:
+        out = forward()
+    loss = out.float().sum()
+    with counted_backward:
+        loss.backward()
+    return counted_forward.n, counted_backward.n
 
 
 def _step(model, stack, depth: int, trained: bool, kernel: str, moe: bool) -> tuple[int, int]:
@@ -63,15 +75,9 @@ def _step(model, stack, depth: int, trained: bool, kernel: str, moe: bool) -> tu
         model.to(weights).requires_grad_(trained)
         hidden = model.get_input_embeddings().weight.shape[-1]
         embeds = torch.empty(1, TOKENS, hidden, device="meta", dtype=weights, requires_grad=True)
-        forward, backward = _counter(), _counter()
-        with _stand_ins(lambda *a: None), cuda_autocast():
+        with _stand_ins(lambda *a: None):
             _set_kernel(model, kernel)
-            with forward:
-                out = _decoder(model)(inputs_embeds=embeds, use_cache=False).last_hidden_state
-        loss = out.float().sum()
-        with backward:
-            loss.backward()
-        return forward.n, backward.n
+            return _forward_backward(lambda: _decoder(model)(inputs_embeds=embeds, use_cache=False).last_hidden_state)
     finally:
         stack.extend(rest)
 
@@ -110,13 +116,7 @@ def adapter_ops(dropout: float) -> tuple[float, float]:
             config = LoraConfig(r=16, lora_alpha=32, lora_dropout=dropout, target_modules=["proj"])
             model = get_peft_model(model, config).train()
         x = torch.empty(4, 64, device="meta", dtype=torch.bfloat16, requires_grad=True)
-        forward, backward = _counter(), _counter()
-        with cuda_autocast(), forward:
-            out = model(x)
-        loss = out.float().sum()
-        with backward:
-            loss.backward()
-        return forward.n, backward.n
+        return _forward_backward(lambda: model(x))
 
     (f0, b0), (f1, b1) = counted(False), counted(True)
     return float(f1 - f0), float(b1 - b0)
@@ -135,17 +135,15 @@ def _reference() -> tuple[tuple[float, float], ...]:
     return _per_layer(model, model.model.layers, 0, ATTENTION)
 
 
-def layer_ops(model, stack, kind: list[int] | None, sdpa: bool) -> LayerOps | None:
+def layer_ops(model, stack, kind: list[int] | None, attentions: tuple[str, ...]) -> LayerOps | None:
     """The counts for `model` (built on meta) whose decoder blocks are `stack`, of the block after the first of `kind`
     (an MoE's expert blocks); None where they cannot be taken (fewer blocks, an op meta cannot run)."""
     first = min(kind) if kind else 0
     if first + 2 > len(stack):
         return None
-    backend = bool(getattr(type(model), "_supports_attention_backend", False))
-    kernel = ATTENTION if backend else "sdpa" if sdpa else "eager"  # as saved_count runs it
     model.train()
     try:
-        full, frozen = _per_layer(model, stack, first, kernel, moe=kind is not None)
+        full, frozen = _per_layer(model, stack, first, counted_kernel(model, attentions), moe=kind is not None)
         ref_full, ref_frozen = _reference()
     except Exception:  # a block that needs more than its input, an op with no meta kernel: the Mistral rows price it
         return None

@@ -87,6 +87,14 @@ class SavedStorages:
         return box
 
 
+def counted_kernel(model, attentions: tuple[str, ...]) -> str:
+    """The attention the counts run `model` (built on meta) with: the flash stand-in through transformers' attention
+    interface where the class takes one, else SDPA replaced by it, else (no SDPA path) eager."""
+    if getattr(type(model), "_supports_attention_backend", False):
+        return ATTENTION
+    return "sdpa" if "sdpa" in attentions else "eager"
+
+
 def layer_saved(
     model, stack, attentions: tuple[str, ...], kind: list[int] | None = None, attention_share: float | None = None
 ) -> LayerSaved | None:
@@ -106,8 +114,8 @@ def layer_saved(
 
     if not len(stack):
         return None
-    backend = bool(getattr(type(model), "_supports_attention_backend", False))
-    path = "sdpa_causal" if backend or "sdpa" in attentions else "eager"
+    kernel = counted_kernel(model, attentions)
+    path = "eager" if kernel == "eager" else "sdpa_causal"
     model.to(torch.bfloat16).train()
     kind = set(range(len(stack)) if kind is None else kind)
     # every block of a deep model runs each count: the first few do, with at least three of the kind
@@ -117,7 +125,6 @@ def layer_saved(
     try:
         # each stops at the first count that fails or finds no attention layer (a recurrent model, whose reference
         # scan takes seconds a pass on meta)
-        kernel = ATTENTION if backend else "sdpa"
         causal = _both(model, stack, kernel, kind, attention_share) if path != "eager" else None
         eager = _both(model, stack, "eager", kind, attention_share) if path == "eager" or causal is not None else None
         stream = _counts(model, stack, kernel, True, kind, attention_share, torch.float32) if causal else None

@@ -224,9 +224,9 @@ def measure(
     seqs = budget.attn_seqs if cuda else (128, 256)
     if cuda:
         layouts += tuple(x for x in budget.attn_widths if x not in layouts)
-    if model is not None and cuda:  # --model's own layout at its own head width, first (flex times the first)
-        own = (model.num_heads, model.num_kv_heads, model.head_dim)
-        layouts = (own, *(x for x in layouts if x != own))
+        if model is not None:  # --model's own layout at its own head width, first (flex times the first)
+            own = (model.num_heads, model.num_kv_heads, model.head_dim)
+            layouts = (own, *(x for x in layouts if x != own))
     tokens_attn = grid.ATTN_TOKENS if cuda else 256
     doc["attention"] = attention_rows(clock, ["sdpa_causal", "sdpa_dense"], layouts, seqs, tokens_attn, dim,
                                       budget.attention, doc=0)  # fmt: skip
