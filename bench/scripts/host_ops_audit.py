@@ -163,6 +163,19 @@ def main(argv: list[str] | None = None) -> int:
     started = time.time()
     mistral = {v: [_row(_hf_model, v, args.rounds, dev)] for v in ("lora", "full")}
     mistral_run_ops = {v: _run_ops(_hf_model, v, dev) for v in ("lora", "full")}
+
+    def write(families: dict) -> dict:
+        """Rewritten after each family, so a call cut at its limit keeps what it timed."""
+        data = {"what": WHAT if dev == "cpu" else WHAT.replace("on the CPU", "on a GPU's host").replace(
+                    " (the probe's code, widths cut four-fold)", " (the probe's code and widths)"),
+                "device": dev, "date": date.today().isoformat(), "transformers": __version__,
+                "torch": torch.__version__, "widths": CUT if dev == "cpu" else None, "rounds": args.rounds,
+                "mistral_rows": mistral, "mistral_run_ops": mistral_run_ops,
+                "families": families, "seconds": round(time.time() - started, 1)}  # fmt: skip
+        summarise(data)
+        args.out.write_text(json.dumps(data, indent=1) + "\n")
+        return data
+
     out = {}
     for family in args.families.split(","):
         cfg = AutoConfig.for_model(family).to_dict()
@@ -185,14 +198,8 @@ def main(argv: list[str] | None = None) -> int:
                                           "reference_ops": ref, "run_ops": _run_ops(build, variant, dev),
                                           "own_rows": own}  # fmt: skip
             print(family, variant, [r["fwdbwd_ms_per_layer"] for r in own], count, flush=True)
-    data = {"what": WHAT if dev == "cpu" else WHAT.replace("on the CPU", "on a GPU's host").replace(
-                " (the probe's code, widths cut four-fold)", " (the probe's code and widths)"),
-            "device": dev, "date": date.today().isoformat(), "transformers": __version__, "torch": torch.__version__,
-            "widths": CUT if dev == "cpu" else None, "rounds": args.rounds, "mistral_rows": mistral,
-            "mistral_run_ops": mistral_run_ops,
-            "families": out, "seconds": round(time.time() - started, 1)}  # fmt: skip
-    summarise(data)
-    args.out.write_text(json.dumps(data, indent=1) + "\n")
+        write(out)
+    data = write(out)
     print(json.dumps(data["summary"]))
     return 0
 
