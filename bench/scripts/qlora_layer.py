@@ -20,6 +20,7 @@ the installed planner does not ship. `bench/fit_compute.py --supplement FILE` ad
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import time
@@ -130,16 +131,19 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def document_header(kind: str, script: str, device: str) -> dict:
-    """What a results file of train.py's QLoRA layers says of its run: kind, GPU, script, time and the versions."""
-    import bitsandbytes
+    """What a results file of a bench script says of its run: kind, GPU, script, time and the versions (bitsandbytes'
+    where installed: host_rows.py runs without it)."""
+    from importlib.metadata import PackageNotFoundError, version
+
     import peft
     import transformers
 
     name = torch.cuda.get_device_name() if device == "cuda" else "cpu"
+    versions = {"torch": torch.__version__, "transformers": transformers.__version__, "peft": peft.__version__}
+    with contextlib.suppress(PackageNotFoundError):
+        versions["bitsandbytes"] = version("bitsandbytes")
     return {"kind": kind, "device": name, "script": script,
-            "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "versions": {"torch": torch.__version__, "transformers": transformers.__version__, "peft": peft.__version__,
-                         "bitsandbytes": bitsandbytes.__version__}}  # fmt: skip
+            "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "versions": versions}  # fmt: skip
 
 
 def _document(device: str, layer_rows: list, skipped: list) -> dict:
