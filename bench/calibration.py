@@ -319,11 +319,20 @@ def _superseded(files: dict[str, dict]) -> set[tuple[str, str]]:
     return pairs
 
 
+def measured_on_h200(data: dict) -> bool:
+    """Whether a results file's rows are the GPU every row is priced as (GPU_NAME): a file whose versions name
+    another GPU (a call for an H200 can land on an H100) is left out, not priced as an H200's."""
+    gpu = (data.get("versions") or {}).get("gpu") if isinstance(data, dict) else None
+    return gpu is None or gpu == GPU_NAME
+
+
 def load_rows(files: dict[str, dict]) -> list[Row]:
     rows: list[Row] = []
     superseded = _superseded(files)
     for name, data in files.items():
         machine = str(data.get("machine", name)).split(":")[0]
+        if not measured_on_h200(data):
+            continue
         if "cells" in data and all("script" in c for c in data["cells"].values()):
             rows += [
                 replace(r, role="superseded") if (name, r.key) in superseded else r for r in _sweep_rows(name, data)

@@ -24,6 +24,7 @@ import argparse
 import fnmatch
 import json
 import os
+import re
 import shlex
 import statistics
 import subprocess
@@ -229,11 +230,6 @@ def _summary_fields(log: Path) -> dict:
     return {}
 
 
-def predicted_step_s(plan: dict) -> float | None:
-    row = next((e for e in plan.get("estimates", []) if e.get("strategy") == plan.get("strategy")), {})
-    return row.get("step_s")
-
-
 def run_cell(cell: Cell, workdir: Path, timeout_s: float = 900) -> dict:
     cfg, log = workdir / f"{cell.key}.yaml", workdir / f"{cell.key}.jsonl"
     res = subprocess.run(plan_command(cell, cfg), capture_output=True, text=True, cwd=REPO, timeout=120)
@@ -279,11 +275,19 @@ def select(cells: tuple[Cell, ...], patterns: list[str]) -> list[Cell]:
     return out
 
 
-def expected_s(cell: Cell, workdir: Path) -> float:
+def planned_row(cell: Cell, workdir: Path) -> dict:
+    """The plan's predicted row for the cell on the live GPU ({} where the plan fails: run_cell reports why)."""
+    res = subprocess.run(plan_command(cell, workdir / "probe.yaml"), capture_output=True, text=True, cwd=REPO)
+    if res.returncode != 0:
+        return {}
+    plan = json.loads(res.stdout)
+    return next((e for e in plan.get("estimates", []) if e.get("strategy") == plan.get("strategy")), {})
+
+
+def expected_s(cell: Cell, workdir: Path, row: dict | None = None) -> float:
     """A cell's cost before running it: start-up plus its steps at the plan's predicted step time (x2 for SDPA at
     long sequences, which the pre-sweep estimator under-predicts by up to 2.4x)."""
-    res = subprocess.run(plan_command(cell, workdir / "probe.yaml"), capture_output=True, text=True, cwd=REPO)
-    step = predicted_step_s(json.loads(res.stdout)) if res.returncode == 0 else None
+    step = (planned_row(cell, workdir) if row is None else row).get("step_s")
     slow = 2.5 if cell.attention == "sdpa" and cell.seq_len > 4096 else 1.3
     # flex_attention compiles its kernels in the first step: ~30 s at most lengths, a 171 s first step for Qwen2.5-7B
     # LoRA at 16,384 (h200-x1-families-qwen16k-2026-12-04.json: ptxas on one kernel for over a minute)
@@ -309,6 +313,17 @@ def host_rows_of(probe: Path) -> list[dict]:
     if not rows:
         raise SystemExit(f"{probe}: no host rows (a --quick probe times none); run the default or --full probe")
     return rows
+
+
+def gpu_label(name: str | None) -> str:
+    """The results file's machine prefix from the GPU's name ('NVIDIA H100 80GB HBM3' -> h100, 'NVIDIA GeForce RTX
+    4090' -> rtx4090): a call for one kind can land on another (2026-12-05's call for an H200 ran on an H100), and
+    bench/calibration.py prices H200 rows only."""
+    words = [w for w in re.split(r"[\s_-]+", (name or "").lower()) if w and w not in ("nvidia", "geforce", "tesla")]
+    for i, word in enumerate(words):
+        if any(c.isdigit() for c in word):
+            return "".join(words[: i + 1]) if i == 1 else word
+    return "gpu"
 
 
 def visible_gpus() -> int:
@@ -343,10 +358,11 @@ def main() -> int:
         return 0
     start = time.time()
     gpus = visible_gpus()
-    machine = f"h200-x{max(gpus, 1)}"
+    found = versions()
+    machine = f"{gpu_label(found.get('gpu'))}-x{max(gpus, 1)}"
     path = args.results or REPO / "bench" / "results" / f"{machine}-sweep-{date.today().isoformat()}.json"
     results = json.loads(path.read_text()) if path.exists() else {"machine": machine, "cells": {}}
-    results.setdefault("versions", {}).update(versions())
+    results.setdefault("versions", {}).update(found)
     for probe in args.host_from:  # a resumed call's results hold this probe's rows already: replaced, not doubled
         kept = [r for r in results.get("host", []) if r.get("source") != probe.name]
         results["host"] = kept + [{**r, "source": probe.name} for r in host_rows_of(probe)]
@@ -361,7 +377,12 @@ def main() -> int:
         if cell.gpus > gpus:
             print(f"gpus: skipping {cell.key} (needs {cell.gpus}, {gpus} visible)", flush=True)
             continue
-        need = expected_s(cell, args.workdir)
+        planned = planned_row(cell, args.workdir)
+        if planned.get("fits") is False:  # the cells were sized for one H200; a call can land on a smaller card
+            print(f"fit: skipping {cell.key} (the plan predicts {planned.get('peak_gb')} GB allocated against "
+                  f"{planned.get('capacity_gb')} usable on this GPU)", flush=True)  # fmt: skip
+            continue
+        need = expected_s(cell, args.workdir, planned)
         if time.time() - start + need > args.budget_s:
             print(f"budget: skipping {cell.key} (expects {need:.0f} s)", flush=True)
             continue

@@ -137,3 +137,15 @@ def test_report_scores_families_beside_the_anchors_and_each_pick_against_its_run
     picks_pick = e.tokens_per_s_per_gpu >= predict(ru_row, {}).tokens_per_s_per_gpu
     # choosing the pick loses 9% to the runner-up measured 10% faster; choosing the runner-up loses nothing
     assert ("9.1% (missed)" if picks_pick else "0.0% (met)") in section
+
+
+def test_a_results_file_from_another_gpu_is_named_for_it_and_not_priced_as_an_h200():
+    """A call for an H200 can land on an H100 (2026-12-05): the sweep names the file for the GPU it ran on and the
+    report leaves its rows out rather than price them with the H200's table."""
+    names = ("NVIDIA H200", "NVIDIA H100 80GB HBM3", "NVIDIA GeForce RTX 4090", "NVIDIA A100-SXM4-80GB", None)
+    assert [sweep.gpu_label(n) for n in names] == ["h200", "h100", "rtx4090", "a100", "gpu"]
+    cell = families.MIXTRAL_FULL_L4
+    cells = {cell.key: _synthetic_row(cell, 1.0, 1.0, 1.0)}
+    on = {gpu: load_rows({"s.json": {"machine": "x", "versions": {"gpu": gpu}, "cells": cells}})
+          for gpu in ("NVIDIA H200", "NVIDIA H100 80GB HBM3")}  # fmt: skip
+    assert len(on["NVIDIA H200"]) == 1 and on["NVIDIA H100 80GB HBM3"] == []

@@ -71,3 +71,28 @@ def test_the_probe_reads_a_config_file_as_plan_does(tmp_path):
     (tmp_path / "config.json").write_text(path.read_text())
     assert hf_config_dict(str(tmp_path))["head_dim"] == 256
     assert hf_config_dict(str(tmp_path / "absent.json")) is None and hf_config_dict("org/hub-id") is None
+
+
+@pytest.mark.parametrize("error, calls", [("CUDA error: an illegal memory access was encountered", 1),
+                                          ("Liger does not patch this architecture", 6)])  # fmt: skip
+def test_a_cuda_error_stops_the_models_rows_and_a_python_one_does_not(monkeypatch, error, calls):
+    """Qwen3-30B-A3B's first own row hit an illegal memory access on an H100 (2026-12-05) and the five after it failed
+    the same way in the poisoned process: one CUDA error ends the model's rows, each named as not run, where a Python
+    error in one row's build leaves the next rows to run."""
+    from generator.model import load_model
+    from generator.probe import compute_host_model
+    from generator.probe.compute_bench import Clock
+
+    tried = []
+
+    def failing_row(clock, variant, compiled, liger, rounds, build):
+        tried.append((variant, compiled, liger))
+        raise RuntimeError(error)
+
+    monkeypatch.setattr(compute_host_model, "hf_row", failing_row)
+    clock = Clock("cpu")
+    model = load_model(str(ROOT / "bench" / "models" / "qwen3-30b-a3b.json"))
+    cfg = _bench_model("qwen3-30b-a3b")
+    rows = compute_host_model.model_host_rows(clock, model, cfg, compiled=True, liger=True, budget_s=60, rounds=2)
+    assert rows == [] and len(tried) == calls and len(clock.skipped) == 6
+    assert sum("not run after the CUDA error" in s for s in clock.skipped) == 6 - calls
