@@ -1,0 +1,78 @@
+"""Which part of an MoE's tiny host layer (`probe --compute --model`'s own rows) fails on CUDA: each variant trains the
+layer at the probe's widths for three steps in its own process, with CUDA_LAUNCH_BLOCKING=1 so the traceback names
+the kernel that faulted.
+
+Why: on 2026-12-05 Qwen3-30B-A3B's own host rows hit "CUDA error: an illegal memory access" on an H100 (torch
+2.11+cu130, transformers 5.17), where Mixtral's pass (tests/test_probe_host_model_gpu.py) and Qwen3's run on the CPU.
+The variants change one thing each: the expert count (128 to 8), the tokens (64 to 512, fewer empty experts),
+transformers' experts path (grouped_mm, batched_mm, eager), fp32 weights, and Mixtral's layer as the control.
+
+    python bench/scripts/moe_host_debug.py --out moe-host-debug.json       # ~1-2 minutes on one GPU
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import traceback
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+QWEN3 = str(REPO / "bench" / "models" / "qwen3-30b-a3b.json")
+VARIANTS = ("grouped_mm", "experts_8", "tokens_512", "batched_mm", "eager", "fp32", "mixtral")
+
+
+def run_variant(variant: str) -> str:
+    """Three training steps of two tiny layers; the line printed on success."""
+    sys.path.insert(0, str(REPO))
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from generator.probe.compute_host_model import host_config
+    from generator.probe.compute_layers import hf_config_dict
+
+    cfg = hf_config_dict("mixtral-8x7b" if variant == "mixtral" else QWEN3)
+    if variant == "experts_8":
+        cfg = {**cfg, "num_experts": 8}
+    experts = variant if variant in ("batched_mm", "eager") else "grouped_mm"
+    dtype = torch.float32 if variant == "fp32" else torch.bfloat16
+    model = AutoModelForCausalLM.from_config(host_config(cfg, 2), dtype=dtype, attn_implementation="sdpa",
+                                             experts_implementation=experts).cuda()  # fmt: skip
+    ids = torch.randint(0, 512, (1, 512 if variant == "tokens_512" else 64), device="cuda")
+    for _ in range(3):
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = model(input_ids=ids, labels=ids).loss
+        loss.backward()
+    torch.cuda.synchronize()
+    return f"ok: {type(model.model.layers[0].mlp).__name__}, experts {experts}, loss {loss.item():.3f}"
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--variant", choices=VARIANTS, help="run one variant in this process (the parent's child)")
+    ap.add_argument("--out", type=Path)
+    args = ap.parse_args(argv)
+    if args.variant:
+        try:
+            print(run_variant(args.variant))
+        except Exception:
+            traceback.print_exc(limit=-8)
+            sys.exit(1)
+        return
+    env = {**os.environ, "CUDA_LAUNCH_BLOCKING": "1"}
+    results = {}
+    for variant in VARIANTS:
+        run = subprocess.run([sys.executable, __file__, "--variant", variant], capture_output=True, text=True, env=env,
+                             timeout=120)  # fmt: skip
+        lines = [ln for ln in (run.stdout + run.stderr).splitlines() if "warn" not in ln.lower()]
+        results[variant] = {"rc": run.returncode, "tail": lines[-14:]}
+        print(f"=== {variant}: rc {run.returncode}\n" + "\n".join(lines[-14:]), flush=True)
+        if args.out:
+            args.out.write_text(json.dumps(results, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
