@@ -64,7 +64,7 @@ CASES = {
 }  # fmt: skip
 OTHER_BMM = {
     "jamba": "the selective scan's reference path (the scan is not priced as a GEMM); its conv1d weight is 3-D "
-    "without being an expert (model.meta.is_expert_tensor)",
+    "without being an expert (model.config_dims.is_expert_tensor)",
     "deepseek_v3": "SDPA's math path for MLA's unequal query and value head widths: attention, priced apart",
     "nemotron_h": "the Mamba-2 layer's chunked scan in PyTorch (not priced as a GEMM)",
     "gpt2": "SDPA's math path on the CPU under GPT-2's attention dropout (0.1): attention, priced apart",

@@ -56,7 +56,7 @@ def test_recurrent_gates_are_not_experts(tmp_path: Path, monkeypatch):
 
 
 def test_experts_are_the_config_count_s_leading_dimension():
-    from generator.model.meta import expert_count, is_expert_tensor
+    from generator.model.config_dims import expert_count, is_expert_tensor
 
     assert expert_count({"num_local_experts": 8}) == 8 and expert_count({"n_routed_experts": 64}) == 64
     assert expert_count({"num_experts": None, "intermediate_size": 4}) == 0

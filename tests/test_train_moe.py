@@ -309,7 +309,7 @@ def test_qlora_refuses_experts_that_run_densely_in_one_line(bnb):
 
 def test_qlora_refuses_an_experts_layout_it_does_not_quantise_with_the_plans_words(bnb):
     """Nemotron-H's ungated experts (has_gate=False): the load's refusal names the same flag as the plan's
-    (model.meta.odd_layout, one reading of transformers' layout flags for both)."""
+    (model.config_dims.odd_layout, one reading of transformers' layout flags for both)."""
     from generator.errors import UserError
 
     cfg = transformers.AutoConfig.for_model(

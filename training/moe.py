@@ -24,18 +24,19 @@ import inspect
 import torch  # this module is imported only once a model is being built (training/model.py, training/qlora.py)
 
 from generator.errors import UserError
-from generator.model.meta import EXPERTS_LAYOUT, expert_count, is_expert_tensor, odd_layout
+from generator.model.config_dims import EXPERTS_LAYOUT, expert_count, is_expert_tensor, odd_layout
 
 
 def routed_experts(config) -> int:
-    """The routed expert count of a transformers config (model.meta.expert_count of its text config, where a
+    """The routed expert count of a transformers config (model.config_dims.expert_count of its text config, where a
     multimodal checkpoint keeps it); 0 for a dense model."""
     return expert_count(config.get_text_config(decoder=True))
 
 
 def expert_modules(model) -> list:
     """Modules holding fused expert weights: a floating-point [experts, out, in] parameter of their own, `experts`
-    the config's routed count (model.meta.is_expert_tensor: other 3-D weights, RecurrentGemma's gates, are not)."""
+    the config's routed count (model.config_dims.is_expert_tensor: other 3-D weights, RecurrentGemma's gates, are
+    not)."""
     experts = routed_experts(model.config)
     return [
         m

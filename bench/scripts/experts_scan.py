@@ -1,7 +1,7 @@
 """Which parameters of 3 or more dimensions each causal-LM type of the installed transformers holds, and which of them
-the sizing takes for fused MoE experts (generator/model/meta.is_expert_tensor: [experts, out, in] with `experts` the
-config's routed count). Each type's default config, built on the meta device (no memory, no weights). CPU only,
-about a minute.
+the sizing takes for fused MoE experts (generator/model/config_dims.is_expert_tensor: [experts, out, in] with
+`experts` the config's routed count). Each type's default config, built on the meta device (no memory, no weights).
+CPU only, about a minute.
 
 Why: the rule was rank alone (3 or more dimensions, neither of the first two 1) until 2026-12-05, which took
 RecurrentGemma's RG-LRU gates for experts (so its layer count averaged over blocks that hold no attention and found
@@ -33,7 +33,7 @@ def scan_one(model_type: str) -> dict | None:
     from accelerate import init_empty_weights
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    from generator.model.meta import expert_count, is_expert_tensor
+    from generator.model.config_dims import expert_count, is_expert_tensor
 
     try:
         config = AutoConfig.for_model(model_type)
@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     other = sorted(t for t, r in found.items() if r["left"] and not r["experts"])
     doc = {
         "what": "parameters of 3 or more dimensions of each causal-LM type's default config, built on meta, and which "
-        "generator/model/meta.is_expert_tensor takes for fused experts (bench/scripts/experts_scan.py)",
+        "generator/model/config_dims.is_expert_tensor takes for fused experts (bench/scripts/experts_scan.py)",
         "date": time.strftime("%Y-%m-%d"),
         "transformers": transformers.__version__,
         "seconds": round(time.time() - start, 1),

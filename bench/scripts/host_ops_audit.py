@@ -152,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from generator.estimate.host_time import PROBE_ADAPTERS
     from generator.model import meta
-    from generator.model.meta import expert_count
+    from generator.model.config_dims import expert_count
     from generator.probe.compute_host import _hf_model
     from generator.probe.compute_host_model import _builder
 

@@ -117,7 +117,7 @@ def saved_bytes_per_layer(model, inputs: dict, layers: int, keep_weight_shapes: 
 def _hybrid_mean(per_layer: list[int], layer_types: list[str]) -> float:
     """A hybrid's mean layer over blocks 1 on: its attention blocks' mean and its other blocks' weighed by their
     shares of all its layers (what the meta count gives: model.saved_count.layer_saved's attention_share)."""
-    from generator.model.meta import recurrent_kind
+    from generator.model.config_dims import recurrent_kind
 
     attention = [n for n, t in zip(per_layer[1:], layer_types[1:], strict=True) if not recurrent_kind(t)]
     other = [n for n, t in zip(per_layer[1:], layer_types[1:], strict=True) if recurrent_kind(t)]

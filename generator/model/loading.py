@@ -51,7 +51,8 @@ def spec_from_any_config(config: dict, name: str) -> ModelSpec:
 
 
 # Config keys transformers' MoE families name their routed top-k with (Mixtral, Qwen-MoE, OLMoE, DeepSeek, Kimi, Aria;
-# their expert count's: model.meta.EXPERT_COUNT_KEYS), and the experts' own width where it differs from the dense MLP's.
+# their expert count's: model.config_dims.EXPERT_COUNT_KEYS), and the experts' own width where it differs from the
+# dense MLP's.
 TOP_K_KEYS = ("num_experts_per_tok", "num_experts_per_token", "moe_topk")
 EXPERT_WIDTH_KEYS = ("moe_intermediate_size",)
 
@@ -61,7 +62,7 @@ def _spec_by_meta(config: dict, name: str) -> ModelSpec:
     gives them (its own names for each family, the text config of a multimodal checkpoint). An MoE (issue 26): every
     parameter counts for memory, only the routed top-k share of the fused experts for compute; shared experts and
     dense layers among the sparse ones count as dense matmuls (they are not 3-D experts)."""
-    from generator.model.meta import expert_count, recurrent_layers
+    from generator.model.config_dims import expert_count, recurrent_layers
     from generator.model.meta_cache import meta_counts
 
     if not config.get("model_type"):

@@ -9,6 +9,14 @@ import logging
 from typing import NamedTuple
 
 from generator.errors import UserError
+from generator.model.config_dims import (
+    DIM_KEYS,
+    expert_count,
+    is_expert_tensor,
+    odd_layout,
+    read_dim,
+    recurrent_layers,
+)
 from generator.model.op_count import layer_ops
 from generator.model.saved_count import SavedStorages, layer_saved
 from generator.model.types import LayerOps, LayerSaved, positions_limit
@@ -17,25 +25,6 @@ QUIET_LOGGERS = ("torchao", "torch.utils._pytree")
 """Loggers silenced below ERROR while the model is built: transformers imports torchao where it is installed, and on
 the planning path torchao's import notes (its CUDA kernels not loading on a machine without them; a deprecation torch
 logs for torchao's enums) say nothing about the plan. train.py, which uses torchao, still shows them."""
-
-EXPERTS_LAYOUT = {
-    "is_transposed": False, "has_bias": False, "has_gate": True, "is_concatenated": True, "has_post_expert_norm": False,
-}  # fmt: skip
-"""transformers' default layout of an MoE layer's fused experts (integrations/moe.py use_experts_implementation):
-gate and up concatenated in one [experts, 2F, h] tensor, down [experts, h, F], no biases, no norm after each expert.
-Six model types of transformers 5.25 declare another (GPT-OSS: transposed, with biases; Nemotron-H: no gate, an up
-projection only). train.py's per-expert NF4 quantisation takes this layout only (training/moe.py)."""
-
-DIM_KEYS = (
-    "hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim", "intermediate_size",
-    "vocab_size", "max_position_embeddings", "tie_word_embeddings", "num_local_experts", "num_experts",
-    "n_routed_experts", "moe_num_experts", "num_experts_per_tok", "num_experts_per_token", "moe_topk",
-    "moe_intermediate_size", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "sliding_window",
-    "use_sliding_window", "layer_types",
-)  # fmt: skip
-"""The language model's dimensions, read through transformers' config object: its attribute_map resolves each family's
-own names (GPT-2's n_embd and n_layer, MPT's d_model), and a multimodal checkpoint (Gemma-3, Llama-4, Qwen3.5) keeps
-them in its text config."""
 
 
 class MetaCounts(NamedTuple):
@@ -79,63 +68,6 @@ class MetaCounts(NamedTuple):
     """Aten ops a decoder layer dispatches, and the probe's Mistral layer's (model.op_count; ModelSpec.layer_ops)."""
 
 
-def _dim(config, key: str):
-    """One dimension, the largest where it varies by layer (Gemma-3n's per-layer MLP widths as a list; Gemma-4's
-    per-layer configs, whose global attribute transformers refuses to read): memory is sized for the widest layer."""
-    try:
-        value = getattr(config, key, None)
-    except Exception:  # transformers' AmbiguousGlobalPerLayerAttributeError, and whatever a config computes lazily
-        layers = getattr(config, "per_layer_config", None) or []
-        values = [v for v in (_dim(layer, key) for layer in layers) if v is not None]
-        return max(values) if values else None
-    widths = isinstance(value, (list, tuple)) and value and all(type(v) is int for v in value)
-    if widths:
-        return max(value)
-    return value
-
-
-EXPERT_COUNT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts")
-"""Config keys transformers' MoE families name their routed expert count with (Mixtral, Qwen-MoE, OLMoE, DeepSeek,
-Ernie), the first set one read."""
-
-
-def expert_count(config) -> int:
-    """The routed experts a config names, 0 for a dense model: a dict of DIM_KEYS, or a config object (read through
-    _dim, so its attribute_map and per-layer widths answer as for sizing)."""
-    values = (config.get(k) if isinstance(config, dict) else _dim(config, k) for k in EXPERT_COUNT_KEYS)
-    return next((int(v) for v in values if v), 0)
-
-
-def is_expert_tensor(shape, experts: int) -> bool:
-    """A fused MoE experts tensor of a model with `experts` routed experts (expert_count): [experts, out, in], as
-    transformers 5 holds them. Rank alone does not tell: the rank rule this replaced (3 or more dimensions, neither of
-    the first two 1) took other weights for experts in 11 of transformers 5.25's causal-LM types: RecurrentGemma's
-    RG-LRU gates [heads, width, width], Zamba's Mamba heads, XLNet's attention, Zaya's convolution, Inkling's two
-    always-active shared experts, vision towers' patch embeddings (bench/results/cpu-experts-scan-2026-12-05.json
-    lists every 3-D and 4-D weight of the 80 types that have one, and which are taken)."""
-    return experts > 1 and len(shape) == 3 and shape[0] == experts
-
-
-RECURRENT_LAYER_TYPES = ("linear_attention", "conv", "mamba", "recurrent")
-"""Kinds in a config's layer_types for a decoder layer without softmax attention: Mamba and other linear attention
-(Jamba, Qwen3-Next, Granite-4 hybrids; transformers 5 names Mamba layers linear_attention), short convolutions
-(LFM)."""
-MLP_ONLY_LAYER_TYPES = ("mlp", "moe")
-"""Kinds for a block that is an MLP or a mixture of experts alone, with no attention of any kind (Nemotron-H, whose
-decoder blocks each hold one mixer)."""
-
-
-def recurrent_kind(layer_type) -> bool:
-    """Whether a config's layer_types entry names a decoder layer without softmax attention."""
-    return any(kind in str(layer_type) for kind in RECURRENT_LAYER_TYPES) or str(layer_type) in MLP_ONLY_LAYER_TYPES
-
-
-def recurrent_layers(dims: dict) -> int:
-    """Decoder layers without softmax attention (ModelSpec.recurrent_layers)."""
-    types = dims.get("layer_types")
-    return sum(map(recurrent_kind, types)) if isinstance(types, (list, tuple)) else 0
-
-
 def class_attentions(cls) -> tuple[str, ...]:
     """The attention kernels a transformers model class loads with, as Workload.attention values."""
     supported = {"sdpa": cls._supports_sdpa, "flex": cls._supports_flex_attn, "eager": True}
@@ -177,7 +109,7 @@ def meta_counts(config_dict: dict, name: str = "the model") -> MetaCounts:
     params = list(model.parameters())
     attentions = class_attentions(type(model))
     text = config.get_text_config(decoder=True)
-    dims = {key: _dim(text, key) for key in DIM_KEYS}
+    dims = {key: read_dim(text, key) for key in DIM_KEYS}
     dims["architectures"] = getattr(config, "architectures", None)
     if dims["tie_word_embeddings"] is None:
         dims["tie_word_embeddings"] = getattr(config, "tie_word_embeddings", False)
@@ -237,12 +169,6 @@ def _saved_per_element(norm, width: int, trained: bool) -> float:
     kept = sum(saved.by_owner().values())
     del y
     return kept / x.numel()
-
-
-def odd_layout(experts) -> list[str]:
-    """The layout flags of one fused-experts module that differ from EXPERTS_LAYOUT (an undecorated module reads as
-    the default)."""
-    return [flag for flag, default in EXPERTS_LAYOUT.items() if getattr(experts, flag, default) != default]
 
 
 def _experts_layout(model, experts: int) -> tuple[str, ...]:

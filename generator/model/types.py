@@ -114,10 +114,10 @@ class ModelSpec:
     the decoder's dense GEMMs from it (estimate.operators.linears). Empty for the closed-form families, whose
     projections follow from the config."""
     experts_layout: tuple[str, ...] = ()
-    """Flags of transformers' experts layout in which this MoE differs from the default (model.meta.EXPERTS_LAYOUT):
-    "has_gate" where each expert is up -> activation -> down with no gate (Nemotron-H), "has_bias" and
-    "is_transposed" (GPT-OSS). The estimator prices an ungated expert's two matrices; train.py's QLoRA takes the
-    default layout only."""
+    """Flags of transformers' experts layout in which this MoE differs from the default
+    (model.config_dims.EXPERTS_LAYOUT): "has_gate" where each expert is up -> activation -> down with no gate
+    (Nemotron-H), "has_bias" and "is_transposed" (GPT-OSS). The estimator prices an ungated expert's two matrices;
+    train.py's QLoRA takes the default layout only."""
     norms: tuple[tuple[str, int, float, float], ...] = ()
     """The decoder block's norm modules as (leaf name, width, bytes per element kept for backward with the weight
     trained, with it frozen), each counted on the CPU on a bf16 input (model.meta._norms); () for the closed-form

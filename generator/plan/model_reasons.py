@@ -10,7 +10,7 @@ from dataclasses import replace
 from generator.estimate.activations import activation_terms
 from generator.estimate.moe import DENSE_EXPERTS
 from generator.estimate.types import Workload
-from generator.model.meta import EXPERTS_LAYOUT
+from generator.model.config_dims import EXPERTS_LAYOUT
 from generator.model.presets import CHECKPOINT_PLACEHOLDER, checkpoint_name
 from generator.model.types import ModelSpec
 from generator.plan.types import PlanRequest

@@ -30,8 +30,9 @@ from pathlib import Path
 import torch
 
 from generator.estimate.attention import TRANSFORMERS_NAMES, probe_attention
+from generator.model.config_dims import expert_count
 from generator.model.loading import EXPERT_WIDTH_KEYS
-from generator.model.meta import class_attentions, expert_count
+from generator.model.meta import class_attentions
 from generator.probe.compute_bench import Clock, per_layer
 from generator.probe.compute_grid import LAYER_TOKENS
 
