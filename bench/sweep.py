@@ -348,6 +348,8 @@ def main() -> int:
     ap.add_argument("--budget-s", type=float, default=540, help="skip a cell that would pass this wall time")
     ap.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "bench-sweep")
     ap.add_argument("--list", action="store_true", help="print the cell keys and exit")
+    ap.add_argument("--run-unfit", action="store_true", help="also run a cell the plan says does not fit on this "
+                    "GPU (to check that it does not); by default it is skipped")  # fmt: skip
     ap.add_argument("--host-from", type=Path, action="append", default=[], metavar="COMPUTE_FILE",
                     help="a `probe --compute` file run on this machine in this call: its host rows go into the "
                     "results' `host`, which bench/calibration.py prices its rows with (repeatable)")  # fmt: skip
@@ -378,7 +380,7 @@ def main() -> int:
             print(f"gpus: skipping {cell.key} (needs {cell.gpus}, {gpus} visible)", flush=True)
             continue
         planned = planned_row(cell, args.workdir)
-        if planned.get("fits") is False:  # the cells were sized for one H200; a call can land on a smaller card
+        if planned.get("fits") is False and not args.run_unfit:  # sized for one H200; a call can land on a smaller card
             print(f"fit: skipping {cell.key} (the plan predicts {planned.get('peak_gb')} GB allocated against "
                   f"{planned.get('capacity_gb')} usable on this GPU)", flush=True)  # fmt: skip
             continue
