@@ -34,6 +34,15 @@ def _spec(tmp_path: Path, model_type: str, **extra):
     return load_model(str(tmp_path))
 
 
+@pytest.fixture(scope="module")
+def recurrent_gemma(tmp_path_factory):
+    """RecurrentGemma's tiny spec, sized once for the tests that read it (its meta count takes ~20 s on 2 cores)."""
+    tmp = tmp_path_factory.mktemp("recurrent_gemma")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("XDG_CACHE_HOME", str(tmp / "xdg"))
+        return _spec(tmp, "recurrent_gemma")
+
+
 @pytest.mark.parametrize("method", ["full", "lora"])
 @pytest.mark.parametrize("model_type", sorted(HYBRIDS))
 def test_a_hybrid_layer_keeps_what_it_is_priced_at(tmp_path: Path, monkeypatch, model_type, method):
@@ -42,13 +51,12 @@ def test_a_hybrid_layer_keeps_what_it_is_priced_at(tmp_path: Path, monkeypatch, 
     assert 0.97 <= row["priced_over_counted"] <= 1.02, row
 
 
-def test_recurrent_gates_are_not_experts(tmp_path: Path, monkeypatch):
+def test_recurrent_gates_are_not_experts(recurrent_gemma):
     """RecurrentGemma sizes dense, and its layer is counted (its attention and RG-LRU blocks both), which the plan's
     hybrid line says: its memory counted, its speed rough."""
     from generator.plan.model_reasons import recurrent_reason
 
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    spec = _spec(tmp_path, "recurrent_gemma")
+    spec = recurrent_gemma
     assert spec.num_experts == 0 and spec.matmul_params_active == spec.params_total - spec.params_embedding
     assert spec.layer_saved is not None and spec.recurrent_layers == 4
     (line,) = recurrent_reason(spec)
@@ -79,7 +87,7 @@ def test_a_hybrid_is_weighed_by_its_layers_not_its_first_blocks(tmp_path: Path, 
     assert two.layer_saved.trained > three.layer_saved.trained
 
 
-def test_window_groups_share_the_model_s_linears(tmp_path: Path, monkeypatch):
+def test_window_groups_share_the_model_s_linears(recurrent_gemma):
     """A partially windowed model's layer groups (its windowed and full-attention layers) each price the model's mean
     layer's adapters: the groups' LoRA bytes per layer agree (the windowed group had taken every block's Linears into
     its two layers)."""
@@ -89,8 +97,7 @@ def test_window_groups_share_the_model_s_linears(tmp_path: Path, monkeypatch):
     from generator.estimate.states import lora_params
     from generator.estimate.types import Workload
 
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    spec = _spec(tmp_path, "recurrent_gemma")
+    spec = recurrent_gemma
     workload = Workload(method="lora", seq_len=640, attention="sdpa", lora_r=16, lora_targets=ALL_LINEAR)
     groups = layer_groups(spec)
     assert len(groups) == 2
