@@ -73,7 +73,8 @@ def test_the_probe_reads_a_config_file_as_plan_does(tmp_path):
     assert hf_config_dict(str(tmp_path / "absent.json")) is None and hf_config_dict("org/hub-id") is None
 
 
-@pytest.mark.parametrize("error, calls", [("CUDA error: an illegal memory access was encountered", 1),
+@pytest.mark.parametrize("error, calls", [("CUDA error: an illegal memory access was encountered\nSearch for "
+                                           "`cudaErrorIllegalAddress' in https://docs.nvidia.com/cuda", 1),
                                           ("Liger does not patch this architecture", 6)])  # fmt: skip
 def test_a_cuda_error_stops_the_models_rows_and_a_python_one_does_not(monkeypatch, error, calls):
     """Qwen3-30B-A3B's first own row hit an illegal memory access on an H100 (2026-12-05) and the five after it failed
@@ -96,3 +97,4 @@ def test_a_cuda_error_stops_the_models_rows_and_a_python_one_does_not(monkeypatc
     rows = compute_host_model.model_host_rows(clock, model, cfg, compiled=True, liger=True, budget_s=60, rounds=2)
     assert rows == [] and len(tried) == calls and len(clock.skipped) == 6
     assert sum("not run after the CUDA error" in s for s in clock.skipped) == 6 - calls
+    assert all("\n" not in s for s in clock.skipped)  # each skip one line: CUDA's paragraph of advice left out

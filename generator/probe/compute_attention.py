@@ -93,7 +93,7 @@ def attention_rows(clock: Clock, paths: list[str], layouts, seqs, tokens: int, d
                     fwd = clock.time(fn)
                     both = clock.time(step)
                 except Exception as exc:  # kernel unavailable on this device / torch, or out of memory
-                    clock.skipped.append(f"{label}: {type(exc).__name__}: {str(exc)[:160]}")
+                    clock.skip(label, exc)
                     continue
                 flops_fwd = 4.0 * mb * heads * d * seq * keys
                 rows.append({"path": path, "heads": heads, "kv_heads": kv, "head_dim": d, "seq": seq, "mb": mb,

@@ -39,6 +39,11 @@ class Clock:
         """The probe's clock: its defaults on a GPU; on the CPU (tests of the plumbing) fewer, shorter repeats."""
         return cls(device) if device == "cuda" else cls(device, warmup=1, min_repeats=2, max_repeats=3, target_s=0.01)
 
+    def skip(self, what: str, exc: BaseException) -> None:
+        """List `what` as not measured, with the error's first line (CUDA's run on with a paragraph of advice)."""
+        first = (str(exc).strip().splitlines() or [""])[0]
+        self.skipped.append(f"{what}: {type(exc).__name__}: {first[:120]}")
+
     def sync(self) -> None:
         if self.device == "cuda":
             torch.cuda.synchronize()
@@ -140,7 +145,7 @@ def gemm_rows(clock: Clock, gemms: list[Gemm], dtype_name: str, budget_s: float)
             a, b = gemm_operands(g, clock.device, dtype)
             s = gemm_time(clock, lambda a=a, b=b: torch.mm(a, b))
         except RuntimeError as exc:  # out of memory on a small card: the shape is listed, not guessed
-            clock.skipped.append(f"gemm {dtype_name} {g.op} {g.m}x{g.k}x{g.n}: {str(exc)[:120]}")
+            clock.skip(f"gemm {dtype_name} {g.op} {g.m}x{g.k}x{g.n}", exc)
             continue
         rows.append({"m": g.m, "k": g.k, "n": g.n, "op": g.op, "ms": round(s * 1e3, 4), "tflops": tf(g.flops, s)})
         del a, b
@@ -178,7 +183,7 @@ def fp8_gemm_rows(clock: Clock, gemms: list[Gemm], budget_s: float) -> list[dict
             fn = lambda a=a, b=b: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)  # noqa: E731
             s = gemm_time(clock, fn)
         except RuntimeError as exc:
-            clock.skipped.append(f"gemm fp8 {g.op} {g.m}x{g.k}x{g.n}: {str(exc)[:120]}")
+            clock.skip(f"gemm fp8 {g.op} {g.m}x{g.k}x{g.n}", exc)
             continue
         rows.append({"m": g.m, "k": g.k, "n": g.n, "op": g.op, "ms": round(s * 1e3, 4), "tflops": tf(g.flops, s)})
         del a, b
@@ -217,7 +222,7 @@ def cast_rows(clock: Clock, shapes: list[tuple[int, int]], compiled: bool, budge
                 try:
                     s = clock.time(lambda fn=fn, x=x: fn(x))
                 except Exception as exc:  # no compiler toolchain for inductor, say
-                    clock.skipped.append(f"fp8 {kind} {mode} {r}x{c}: {type(exc).__name__}: {str(exc)[:120]}")
+                    clock.skip(f"fp8 {kind} {mode} {r}x{c}", exc)
                     continue
                 n = r * c
                 gbps = 3.0 * n / s / 1e9  # bytes a fused cast must move: read bf16 (2), write fp8 (1)
@@ -260,7 +265,7 @@ def grouped_rows(clock: Clock, experts: list[tuple[int, int, int, int]], tokens:
                     try:
                         s = clock.time(fn)
                     except Exception as exc:  # grouped_mm needs sm90 and 16-aligned strides
-                        clock.skipped.append(f"grouped {impl} {op} E{e}: {type(exc).__name__}: {str(exc)[:120]}")
+                        clock.skip(f"grouped {impl} {op} E{e}", exc)
                         continue
                     flops = 2.0 * per * e * kk * nn
                     rows.append({"impl": impl, "op": op, "experts": e, "top_k": top_k, "tokens": m, "k": kk, "n": nn,

@@ -193,7 +193,7 @@ def host_rows(clock: Clock, compiled: bool, budget_s: float, rounds: int | None 
                        else variant_row(clock, variant, is_compiled))  # fmt: skip
                 rows.append(row)
             except Exception as exc:  # no inductor toolchain, a transformers without Mistral, say
-                clock.skipped.append(f"{name}: {type(exc).__name__}: {str(exc)[:120]}")
+                clock.skip(name, exc)
                 if not liger:  # the stand-in has no Liger twin
                     with contextlib.suppress(Exception):  # the stand-in failed too: nothing measured for this variant
                         rows.append(variant_row(clock, variant, is_compiled))

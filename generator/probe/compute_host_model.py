@@ -80,7 +80,7 @@ def model_host_rows(
             try:
                 row = hf_row(clock, variant, is_compiled, with_liger, rounds, build=build)
             except Exception as exc:  # an architecture Liger or this transformers does not take, ...
-                clock.skipped.append(f"{name}: {type(exc).__name__}: {str(exc)[:120]}")
+                clock.skip(name, exc)
                 if cuda_context_lost(exc):
                     lost = f"the CUDA error of its first row ({type(exc).__name__}: {str(exc).splitlines()[0][:80]})"
                 continue

@@ -186,7 +186,7 @@ def layer_rows(clock: Clock, models: list[tuple[str, dict]], budget_s: float, co
         try:
             seconds, dims = _per_layer_s(clock, cfg, variant, tokens, mode)
         except Exception as exc:  # an architecture this transformers cannot build, out of memory, ...
-            clock.skipped.append(f"{label}: {type(exc).__name__}: {str(exc)[:160]}")
+            clock.skip(label, exc)
             continue
         rows.append(layer_row(name, cfg["model_type"], dims, variant, tokens, seconds, mode))
     return rows
