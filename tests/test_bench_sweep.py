@@ -216,3 +216,17 @@ def test_host_from_puts_the_probes_host_rows_in_the_results_before_any_cell(tmp_
     with pytest.raises(SystemExit, match="no host rows"):
         run(tmp_path / "other.json")
     assert not (tmp_path / "other.json").exists()
+
+
+def test_host_rows_script_writes_what_host_from_reads(tmp_path):
+    """bench/scripts/host_rows.py (the full probe's host rows alone, for a call that re-prices its cells' host time) on
+    the CPU: the probe's stand-in rows, eager LoRA and full, in a file `--host-from` takes and the estimator keys."""
+    from bench.scripts import host_rows
+    from generator.estimate.host_time import host_tables
+
+    out = tmp_path / "host.json"
+    host_rows.main(["--out", str(out)])
+    rows = sweep.host_rows_of(out)
+    assert {r["variant"] for r in rows} == {"lora", "full"} and all(r["fwdbwd_ms_per_layer"] > 0 for r in rows)
+    host, _ = host_tables(rows)
+    assert set(host) == {("lora", False, False), ("full", False, False)}
