@@ -8,7 +8,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from generator.model.cuda_autocast import cuda_autocast  # noqa: E402
-from generator.model.saved_count import SavedStorages  # noqa: E402
+from generator.model.saved_storages import SavedStorages  # noqa: E402
 
 H, S = 64, 32
 

@@ -85,12 +85,12 @@ BLOCK = re.compile(r"\.(?:layers|h|blocks)\.(\d+)(?:\.|$)")
 
 def saved_bytes_per_layer(model, inputs: dict, layers: int, keep_weight_shapes: bool = False):
     """Bytes of unique storages each decoder layer's modules saved for backward and still hold after the loss
-    (model.saved_count.SavedStorages), leaving out parameters and bf16 copies of them (the estimator counts weights
+    (model.saved_storages.SavedStorages), leaving out parameters and bf16 copies of them (the estimator counts weights
     elsewhere), unless `keep_weight_shapes`: then a tensor shaped like its module's weight counts too (peft's folded
     expert stacks). The forward runs under CUDA's bf16 autocast policy (model.cuda_autocast: what Accelerate's
     mixed_precision does on a GPU, which the CPU's own autocast does not: it keeps layer_norm and pow in bf16)."""
     from generator.model.cuda_autocast import cuda_autocast
-    from generator.model.saved_count import SavedStorages
+    from generator.model.saved_storages import SavedStorages
 
     stack = ["<root>"]
     weight_shapes: dict[str, set] = {}

@@ -18,7 +18,8 @@ from generator.model.config_dims import (
     recurrent_layers,
 )
 from generator.model.op_count import layer_ops
-from generator.model.saved_count import SavedStorages, layer_saved
+from generator.model.saved_count import layer_saved
+from generator.model.saved_storages import SavedStorages
 from generator.model.types import LayerOps, LayerSaved, positions_limit
 
 QUIET_LOGGERS = ("torchao", "torch.utils._pytree")

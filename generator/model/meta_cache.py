@@ -15,7 +15,16 @@ from pathlib import Path
 
 from generator.errors import UserError
 from generator.fileio import atomic_write, user_cache_dir
-from generator.model import compiled_count, cuda_autocast, meta, op_count, pass_count, saved_count
+from generator.model import (
+    compiled_count,
+    config_dims,
+    cuda_autocast,
+    meta,
+    op_count,
+    pass_count,
+    saved_count,
+    saved_storages,
+)
 from generator.model.meta import MetaCounts
 from generator.model.types import LayerOps, LayerSaved
 
@@ -48,7 +57,8 @@ def entry(config: dict) -> Path | None:
         return None
     key = hashlib.sha256(json.dumps(config, sort_keys=True, default=repr).encode())
     key.update(installed.encode())
-    for counter in (meta, saved_count, pass_count, cuda_autocast, compiled_count, op_count):
+    counters = (meta, config_dims, saved_count, saved_storages, pass_count, cuda_autocast, compiled_count, op_count)
+    for counter in counters:
         key.update(Path(counter.__file__).read_bytes())
     return user_cache_dir() / "meta" / f"{key.hexdigest()[:32]}.json"
 
