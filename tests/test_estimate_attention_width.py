@@ -10,8 +10,9 @@ from dataclasses import replace
 import pytest
 
 from generator.estimate import Placement, Workload, estimate
+from generator.estimate.attention_rates import attention_tflops, unmeasured_head_dim
 from generator.estimate.compute_source import SHIPPED
-from generator.estimate.compute_table import attention_tflops, from_document, unmeasured_head_dim
+from generator.estimate.compute_table import from_document
 from generator.model import load_model
 
 ONE = Placement(num_gpus_per_machine=1, gpu_name="NVIDIA H200", gpu_memory_gb=150.75, busbw_gbps=0)

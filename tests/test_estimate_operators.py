@@ -226,7 +226,7 @@ def test_a_compute_file_from_another_gpu_says_so():
 def test_flex_at_a_document_length_never_probed_takes_the_flash_rows():
     """The probe's flex rows at 1,024-token documents price packed short documents; one document per 16k row is
     priced from the causal flash rows instead, and from flex's own rows again once a row at that length exists."""
-    from generator.estimate.compute_table import attention_tflops
+    from generator.estimate.attention_rates import attention_tflops
 
     doc = _doc()
     doc["attention"] = [a for a in doc["attention"] if a["path"] != "flex" or a["doc"] == 1024]

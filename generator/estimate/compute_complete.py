@@ -18,12 +18,9 @@ from __future__ import annotations
 import statistics
 from dataclasses import replace
 
+from generator.estimate.attention_rates import attention_tflops
 from generator.estimate.compute_scaling import faster_gemm_rows, faster_layer_rows
-from generator.estimate.compute_table import (
-    ComputeTable,
-    attention_tflops,
-    gemm_tflops,
-)
+from generator.estimate.compute_table import ComputeTable, gemm_tflops
 from generator.estimate.host_time import host_ratio, rescaled
 
 

@@ -7,7 +7,7 @@ looks a shape up in them. Pure: the document is parsed from an already-read dict
   against its own roofline (the table's best rate or the HBM rate), so memory-bound shapes scale with their bytes.
   Rows timed one call at a time are read less the launch gap (PER_CALL_LAUNCH_GAP_MS).
 - Attention: per kernel path, forward and backward rate on the forward's executed FLOPs (4*mb*H*d*s*keys), by
-  log2 of the sequence length and the query/kv head counts.
+  log2 of the sequence length and the query/kv head counts (looked up in generator/estimate/attention_rates.py).
 - float8 casts: nanoseconds per element of torchao's tensorwise amax + cast (eager, compiled).
 - HBM: the median GB/s of the streaming copies.
 - Layers: whole MoE decoder layers at a model's widths, seconds per layer forward and backward (frozen | full).
@@ -181,7 +181,7 @@ def _log_distance(a: tuple[float, ...], b: tuple[float, ...]) -> float:
     return math.sqrt(sum(math.log2(x / y) ** 2 for x, y in zip(a, b, strict=True)))
 
 
-def _weighted(rows, key: tuple[float, ...], dims: int, col: int, sized: int = 0) -> float:
+def weighted_rate(rows, key: tuple[float, ...], dims: int, col: int, sized: int = 0) -> float:
     """Harmonic inverse-distance mean of column `col` over the nearest rows (exact hit: that row). The first `sized`
     dims are sizes: below the smallest measured one the rate falls in proportion (fewer tiles than the GPU has
     multiprocessors, then launch latency), so a call never takes less time than the smallest measured call of that
@@ -221,7 +221,7 @@ def gemm_tflops(table: ComputeTable, dtype: str, op: str, m: int, k: int, n: int
     if exact is not None:
         return exact
     peak, by_eff = _efficiencies(table, rows)
-    eff = _weighted(by_eff, (m, k, n), 3, 3, sized=3)
+    eff = weighted_rate(by_eff, (m, k, n), 3, 3, sized=3)
     return _flops((m, k, n)) / (_roofline_s((m, k, n), peak, table.hbm_gbps) / eff)
 
 
@@ -252,73 +252,8 @@ def grouped_tflops(table: ComputeTable, impl: str, rows_total: int, k: int, n: i
     one expert's share when the table has no grouped rows of that implementation."""
     rows = table.grouped.get(impl)
     if rows:
-        return _weighted(rows, (rows_total, k, n), 3, 3, sized=3)
+        return weighted_rate(rows, (rows_total, k, n), 3, 3, sized=3)
     return gemm_tflops(table, "fp32" if impl == "loop_fp32" else "bf16", "fwd", rows_total, k, n)
-
-
-ATTENTION_HEAD_DIM = 128
-"""The head width the probe's default attention grid runs at (probe.compute_grid.ATTN_LAYOUTS); `probe --compute
---model` adds the model's own layout at its own width."""
-
-
-def nearest_head_dim(rows, head_dim: int) -> int:
-    """The measured head width nearest `head_dim` (by ratio) among attention `rows`."""
-    return min({r[4] for r in rows}, key=lambda d: (abs(math.log2(d / head_dim)), -d))
-
-
-@cache
-def attention_tflops(
-    table: ComputeTable,
-    path: str,
-    seq: int,
-    heads: int,
-    kv_heads: int,
-    doc: int | None = None,
-    head_dim: int = ATTENTION_HEAD_DIM,
-) -> tuple[float, float]:
-    """(forward, backward) TFLOP/s on the forward's executed FLOPs of one attention call on `path`, by sequence,
-    head layout and (flex) document length, from the rows at the measured head width nearest `head_dim` (a kernel's
-    tiles, and so its rate, follow the width: the default grid runs 128 alone). eager reads dense SDPA's rates;
-    flex without rows the flash path's."""
-    path = {"eager": "sdpa_dense"}.get(path, path)
-    doc = min(doc or seq, seq)
-    if path == "flex" and not flex_measured_near(table, doc):
-        path = "sdpa_causal"  # one causal block per document: the flash path's tiles, at its measured rate
-    rows = table.attention.get(path) or table.attention.get("sdpa_causal") or table.attention.get("sdpa_dense")
-    if not rows:
-        raise ValueError("the compute table has no attention rows")
-    width = nearest_head_dim(rows, head_dim)
-    rows = [r for r in rows if r[4] == width]
-    key = (seq, heads, kv_heads, doc)
-    return _weighted(rows, key, 4, 5), _weighted(rows, key, 4, 6)
-
-
-HEAD_DIM_NOTE = (
-    "speed: attention at head width {dim} is priced from the table's rows at {width} (a kernel's tiles, and its "
-    "rate, follow the width); `python -m generator probe --compute --model {model}` times it at {dim}, for `plan "
-    "--compute-file`"
-)
-"""The plan's line where no attention row was timed at the model's head width."""
-
-
-def unmeasured_head_dim(table: ComputeTable, head_dim: int) -> int | None:
-    """The measured width attention at `head_dim` is priced from, where the table has no row at that width (None
-    where it has, or has no attention rows)."""
-    rows = [r for path_rows in table.attention.values() for r in path_rows]
-    width = nearest_head_dim(rows, head_dim) if rows else head_dim
-    return None if width == head_dim else width
-
-
-FLEX_DOC_REACH = 2.0
-"""How far (ratio of document lengths) a measured flex row's rate is carried. Beyond it the rate of a block mask
-of other-sized documents says little (one H200, 2026-12-01: 168-254 TFLOP/s at 1,024-token documents, at which
-train.py's flex LoRA runs with one document per 16,384-token row, DDP and FSDP2, were predicted 11% and 20% slow;
-bench/results/h200-x1-sweep-2026-12-01.json fit rows), and the causal flash rows, which run the same tiles, stand in."""
-
-
-def flex_measured_near(table: ComputeTable, doc: int) -> bool:
-    """Whether the table has a flex row within FLEX_DOC_REACH of this document length."""
-    return any(max(r[3], doc) <= FLEX_DOC_REACH * min(r[3], doc) for r in table.attention.get("flex", ()))
 
 
 def cast_ns(table: ComputeTable, kind: str, compiled: bool) -> float | None:

@@ -17,10 +17,10 @@ from generator.estimate.attention import (
     layer_groups,
     probe_attention,
 )
+from generator.estimate.attention_rates import attention_tflops
 from generator.estimate.compute_source import fitted
 from generator.estimate.compute_table import (
     ComputeTable,
-    attention_tflops,
     cast_ns,
     gemm_tflops,
     grouped_tflops,

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from generator.catalog import strategies as catalog
 from generator.estimate.activations import activation_terms, residual_bytes
+from generator.estimate.attention_rates import HEAD_DIM_NOTE, unmeasured_head_dim
 from generator.estimate.comm import communication
 from generator.estimate.compute_source import table_for, table_note
-from generator.estimate.compute_table import HEAD_DIM_NOTE, ComputeTable, unmeasured_head_dim
+from generator.estimate.compute_table import ComputeTable
 from generator.estimate.compute_time import MOE_OPERATORS_NOTE, moe_priced_by_operators
 from generator.estimate.hardware import gpu_known
 from generator.estimate.host_time import priced_as_mistral

@@ -28,9 +28,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from generator.estimate.attention import attention_flops_per_token, documents, kernel_path
+from generator.estimate.attention_rates import attention_tflops
 from generator.estimate.comm import collective_seconds
 from generator.estimate.compute_source import table_for
-from generator.estimate.compute_table import ComputeTable, attention_tflops
+from generator.estimate.compute_table import ComputeTable
 from generator.estimate.core import estimate
 from generator.estimate.hardware import gpu_rates
 from generator.estimate.timing import model_flops_per_token

@@ -24,7 +24,8 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from generator.estimate.compute_table import ATTENTION_HEAD_DIM, GEMM_BURST
+from generator.estimate.attention_rates import ATTENTION_HEAD_DIM
+from generator.estimate.compute_table import GEMM_BURST
 from generator.model.types import ModelSpec
 from generator.probe import compute_grid as grid
 from generator.topology.nvml import driver_version

@@ -36,7 +36,7 @@ the tokens (Qwen3-30B-A3B: 128 experts, 256 routed tokens each at 4,096; priced 
 LoRA cells at 4,096 x 1 read +8% to +10%, h200-x1-families-qwen3moe-2026-12-04.json)."""
 ATTN_WIDTH_LAYOUTS = ((16, 8, 256), (64, 8, 64))
 """--full's layouts at other head widths (query heads, kv heads, width): Gemma-2-9B's 256 and GPT-OSS's 64; the
-estimator reads a width's rows for the widths nearest it (estimate.compute_table.attention_tflops)."""
+estimator reads a width's rows for the widths nearest it (estimate.attention_rates.attention_tflops)."""
 ATTN_SEQS = (2048, 4096, 8192, 16384)
 ATTN_SEQS_QUICK = (4096, 16384)
 ATTN_TOKENS = 16384
