@@ -322,7 +322,7 @@ def _superseded(files: dict[str, dict]) -> set[tuple[str, str]]:
 def measured_on_h200(data: dict) -> bool:
     """Whether a results file's rows are the GPU every row is priced as (GPU_NAME): a file whose versions name
     another GPU (a call for an H200 can land on an H100) is left out, not priced as an H200's."""
-    gpu = (data.get("versions") or {}).get("gpu") if isinstance(data, dict) else None
+    gpu = (data.get("versions") or {}).get("gpu")
     return gpu is None or gpu == GPU_NAME
 
 

@@ -284,10 +284,10 @@ def planned_row(cell: Cell, workdir: Path) -> dict:
     return next((e for e in plan.get("estimates", []) if e.get("strategy") == plan.get("strategy")), {})
 
 
-def expected_s(cell: Cell, workdir: Path, row: dict | None = None) -> float:
-    """A cell's cost before running it: start-up plus its steps at the plan's predicted step time (x2 for SDPA at
-    long sequences, which the pre-sweep estimator under-predicts by up to 2.4x)."""
-    step = (planned_row(cell, workdir) if row is None else row).get("step_s")
+def expected_s(cell: Cell, planned: dict) -> float:
+    """A cell's cost before running it: start-up plus its steps at the plan's predicted step time (`planned`,
+    planned_row's; x2 for SDPA at long sequences, which the pre-sweep estimator under-predicts by up to 2.4x)."""
+    step = planned.get("step_s")
     slow = 2.5 if cell.attention == "sdpa" and cell.seq_len > 4096 else 1.3
     # flex_attention compiles its kernels in the first step: ~30 s at most lengths, a 171 s first step for Qwen2.5-7B
     # LoRA at 16,384 (h200-x1-families-qwen16k-2026-12-04.json: ptxas on one kernel for over a minute)
@@ -384,7 +384,7 @@ def main() -> int:
             print(f"fit: skipping {cell.key} (the plan predicts {planned.get('peak_gb')} GB allocated against "
                   f"{planned.get('capacity_gb')} usable on this GPU)", flush=True)  # fmt: skip
             continue
-        need = expected_s(cell, args.workdir, planned)
+        need = expected_s(cell, planned)
         if time.time() - start + need > args.budget_s:
             print(f"budget: skipping {cell.key} (expects {need:.0f} s)", flush=True)
             continue

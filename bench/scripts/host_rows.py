@@ -44,13 +44,17 @@ def main(argv: list[str] | None = None) -> None:
     clock, compiled, started = Clock(device), device == "cuda" and not args.eager_only, time.monotonic()
     rows = host_rows(clock, compiled=compiled, budget_s=FULL.host if device == "cuda" else 60.0,
                      rounds=FULL.host_rounds if device == "cuda" else None)  # fmt: skip
-    doc = {**document_header("host-rows", "bench/scripts/host_rows.py", device), "host": rows}
-    args.out.write_text(json.dumps(doc, indent=1) + "\n")
-    for name in args.model:  # each written as it finishes: a later model's failure keeps the rows before it
-        doc["host"] += own_host_rows(clock, load_model(name), FULL.host_model, compiled, FULL.host_rounds)
+    doc = {**document_header("host-rows", "bench/scripts/host_rows.py", device), "host": rows,
+           "skipped": clock.skipped}  # fmt: skip
+
+    def save() -> None:  # after each part: a later model's failure keeps the rows before it
+        doc["seconds"] = round(time.monotonic() - started, 1)
         args.out.write_text(json.dumps(doc, indent=1) + "\n")
-    doc["skipped"], doc["seconds"] = clock.skipped, round(time.monotonic() - started, 1)
-    args.out.write_text(json.dumps(doc, indent=1) + "\n")
+
+    save()
+    for name in args.model:
+        doc["host"] += own_host_rows(clock, load_model(name), FULL.host_model, compiled, FULL.host_rounds)
+        save()
     for r in doc["host"]:
         print(r.get("model", "mistral (tiny)"), r["variant"], "compiled" if r["compiled"] else "eager",
               "liger" if r.get("liger") else "", f"{r['fwdbwd_ms_per_layer']:.3f} ms a layer", flush=True)  # fmt: skip

@@ -33,6 +33,9 @@ class Clock:
     skipped: list[str] = field(default_factory=list)
     gemm_timing: str = GEMM_BURST
     """How gemm_time times a GEMM on the GPU (estimate.compute_table.GEMM_TIMINGS)."""
+    lost: str | None = None
+    """The first skipped row's CUDA error that poisons the process (an illegal memory access, a device-side assert:
+    every later kernel fails with it), as skip() listed it; None while the context is good."""
 
     @classmethod
     def for_device(cls, device: str) -> Clock:
@@ -40,9 +43,13 @@ class Clock:
         return cls(device) if device == "cuda" else cls(device, warmup=1, min_repeats=2, max_repeats=3, target_s=0.01)
 
     def skip(self, what: str, exc: BaseException) -> None:
-        """List `what` as not measured, with the error's first line (CUDA's run on with a paragraph of advice)."""
+        """List `what` as not measured, with the error's first line (CUDA's run on with a paragraph of advice), and
+        remember a CUDA error that poisons the process (Qwen3-30B-A3B's own host rows hit one on an H100 on
+        2026-12-05), so the rows after it are named as not run rather than each failing the same way."""
         first = (str(exc).strip().splitlines() or [""])[0]
         self.skipped.append(f"{what}: {type(exc).__name__}: {first[:120]}")
+        if self.lost is None and cuda_context_lost(exc):
+            self.lost = f"{type(exc).__name__}: {first[:80]}"
 
     def sync(self) -> None:
         if self.device == "cuda":
@@ -64,6 +71,12 @@ class Clock:
             if len(times) >= self.min_repeats and sum(times) >= self.target_s:
                 break
         return statistics.median(times)
+
+
+def cuda_context_lost(exc: BaseException) -> bool:
+    """Whether `exc` is a CUDA error that poisons the process, rather than a Python error in one row's build."""
+    accelerator_error = getattr(torch, "AcceleratorError", ())
+    return isinstance(exc, accelerator_error) or (isinstance(exc, RuntimeError) and "CUDA error" in str(exc))
 
 
 def _event_seconds(fn, burst: int) -> float:

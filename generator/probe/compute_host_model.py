@@ -70,30 +70,21 @@ def model_host_rows(
     tagged with M's key, until the time box; what the box or the build cuts is listed in clock.skipped."""
     build, rows, t_end = _builder(cfg, model.num_experts > 0), [], time.monotonic() + budget_s
     kinds = [(False, False)] + [(True, False)] * compiled + [(False, True)] * liger
-    lost = None  # a CUDA error is sticky: every later kernel of this process fails with it
     for is_compiled, with_liger in kinds:
         for variant in ("lora", "full"):
             name = f"host {model.name} {variant} compiled={is_compiled} liger={with_liger}"
-            if lost or time.monotonic() > t_end:
-                clock.skipped.append(f"{name}: " + (f"not run after {lost}" if lost else "time box"))
+            if clock.lost or time.monotonic() > t_end:
+                why = f"not run after the CUDA error of an earlier row ({clock.lost})" if clock.lost else "time box"
+                clock.skipped.append(f"{name}: {why}")
                 continue
             try:
                 row = hf_row(clock, variant, is_compiled, with_liger, rounds, build=build)
             except Exception as exc:  # an architecture Liger or this transformers does not take, ...
                 clock.skip(name, exc)
-                if cuda_context_lost(exc):
-                    lost = f"the CUDA error of its first row ({type(exc).__name__}: {str(exc).splitlines()[0][:80]})"
                 continue
             rows.append({**row, "layer": "transformers, own", "model": model.name, "model_type": model.model_type,
                          "experts": model.num_experts, "top_k": model.experts_per_token})  # fmt: skip
     return rows
-
-
-def cuda_context_lost(exc: BaseException) -> bool:
-    """Whether `exc` is a CUDA error that poisons the process (an illegal memory access, a device-side assert), as
-    Qwen3-30B-A3B's own rows hit on an H100 on 2026-12-05, rather than a Python error in one row's build."""
-    accelerator_error = getattr(torch, "AcceleratorError", ())
-    return isinstance(exc, accelerator_error) or (isinstance(exc, RuntimeError) and "CUDA error" in str(exc))
 
 
 def _liger_takes(model_type: str) -> bool:
