@@ -76,3 +76,26 @@ def test_quick_and_full_contradict_and_full_goes_with_compute():
     r = subprocess.run([sys.executable, "-m", "generator", "probe", "--device", "cpu", "--full"],
                        cwd=ROOT, capture_output=True, timeout=60)  # fmt: skip
     assert r.returncode == 2 and b"--full goes with --compute" in r.stderr
+
+
+def test_a_cuda_error_ends_the_probe_with_one_line_and_a_file_the_planner_reads(monkeypatch):
+    """A CUDA error that poisons the process (Qwen3-30B-A3B's own host rows hit one on an H100, 2026-12-05) makes
+    every later kernel fail the same way: the sections after it are named once as not run, not tried row by row, and
+    what was measured before it is still a document the planner parses."""
+    from generator.probe import compute_host
+    from generator.probe.compute import measure
+
+    def poisoned(clock, *args, **kwargs):
+        clock.skip("host lora eager", RuntimeError("CUDA error: an illegal memory access was encountered"))
+        return []
+
+    started = []
+    monkeypatch.setattr(compute_host, "host_rows", poisoned)
+    doc = measure("cpu", None, on_section=started.append)
+    assert started[-1] == "host time per layer (eager, compiled)" and len(started) == 6
+    (cut,) = [s for s in doc["skipped"] if "every section after it" in s]
+    assert cut.startswith("MoE decoder layers, whole and every section after it") and "illegal memory access" in cut
+    assert doc["gemm"]["bf16"] and doc["hbm"] and doc["host"] == doc["layers"] == []
+    assert set(doc["method"]["sections_s"]) == set(started)
+    table = from_document(doc, "cut probe")  # the planner completes the rest from the shipped table
+    assert table.gemm and not table.host and not table.layers

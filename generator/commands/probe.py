@@ -120,7 +120,8 @@ def _run_compute(args) -> int:
 
         if not torch.cuda.is_available():
             raise UserError("no CUDA GPU visible to torch; use --device cpu to exercise the compute probe")
-    from generator.probe.compute import FULL, QUICK, STANDARD, measure
+    from generator.probe.compute import measure
+    from generator.probe.compute_effort import FULL, QUICK, STANDARD
     from generator.probe.compute_report import print_summary
 
     if args.quick and args.full:

@@ -21,88 +21,16 @@ Sections run in order under their own time boxes, at one of three efforts (Effor
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from generator.estimate.attention_rates import ATTENTION_HEAD_DIM
 from generator.estimate.compute_table import GEMM_BURST
 from generator.model.types import ModelSpec
 from generator.probe import compute_grid as grid
+from generator.probe.compute_effort import QUICK, STANDARD, Effort
 from generator.topology.nvml import driver_version
 
 VERSION = 1
-
-
-@dataclass(frozen=True)
-class Effort:
-    """How much `probe --compute` measures: seconds per section (each a time box; what a box cuts is listed under
-    "skipped" and `plan --compute-file` takes it from the shipped table, scaled to what was measured:
-    generator/estimate/compute_complete.py), and the grid each section walks."""
-
-    name: str
-    """quick | standard | full, written to the file as method.effort."""
-    gemm_bf16: float
-    gemm_fp8: float
-    cast: float
-    grouped: float
-    attention: float
-    flex: float
-    host: float
-    layers: float
-    """The eight above: each section's time box in seconds (a row started inside its box runs to its end)."""
-    gemm_tokens: tuple[int, ...]
-    """GEMM token counts, in the order timed (the box cuts the last)."""
-    lora_tokens: tuple[int, ...]
-    cast_shapes: int
-    """How many of the cast shapes ((8192, hidden), (32768, hidden), (32768, 14336)), from the first."""
-    compiled_casts: bool
-    """torchao's casts as torch.compile fuses them (10-15 s of compile) or eager."""
-    attn_seqs: tuple[int, ...]
-    host_compiled: bool
-    """Also time the compiled layer's host rows (each compiles); else the eager rows (and Liger's, if the box
-    allows), the compiled ones scaled from the shipped table."""
-    host_rounds: int
-    """Interleaved rounds per host row (generator/probe/compute_host.py ROUNDS for the full probe)."""
-    compiled_layers: bool = False
-    """Also time the MoE layers compiled as train.py compiles them (generator/probe/compute_layers.py): float8 and
-    --compile-layers run them so; each variant compiles (tens of seconds)."""
-    host_model: float = 0.0
-    """Time box of --model's own host rows (generator/probe/compute_host_model.py), where its layer is not the tiny
-    Mistral's; 0: none."""
-    attn_widths: tuple[tuple[int, int, int], ...] = ()
-    """(query heads, kv heads, head width) layouts timed besides the 128-wide ones (grid.ATTN_WIDTH_LAYOUTS)."""
-    layer_sizes: tuple[tuple[int, int], ...] = (grid.LAYER_TOKENS,)
-    """(micro-batch, sequence) each MoE layer row is timed at (compute_grid.LAYER_SIZES_FULL for --full)."""
-
-
-FULL = Effort("full", gemm_bf16=24.0, gemm_fp8=16.0, cast=12.0, grouped=6.0, attention=20.0, flex=36.0, host=150.0,
-              layers=150.0, gemm_tokens=grid.CUDA_TOKENS, lora_tokens=grid.LORA_TOKENS, cast_shapes=3,
-              compiled_casts=True, attn_seqs=grid.ATTN_SEQS, host_compiled=True, host_rounds=12,
-              compiled_layers=True, layer_sizes=grid.LAYER_SIZES_FULL, host_model=120.0,
-              attn_widths=grid.ATTN_WIDTH_LAYOUTS)  # fmt: skip
-"""--full: every grid (97-150 s on one H200 over six runs, 2026-12-03: host rows 52 s, bf16 GEMMs 20, casts 17, float8
-GEMMs 13, flex 11, SDPA 10, MoE layers 5), and since 2026-12-04 the MoE layer rows compiled too (Mixtral's eager and
-compiled rows together took 61 s on one H200, bench/results/moe-layers-mixtral-h200-2026-12-04.json; the layer box
-grew from 30 to 150 s for them)."""
-STANDARD = Effort("standard", gemm_bf16=10.0, gemm_fp8=6.0, cast=3.0, grouped=3.0, attention=7.0, flex=8.0,
-                  host=14.0, layers=4.0, gemm_tokens=grid.CUDA_TOKENS_STANDARD, lora_tokens=grid.LORA_TOKENS[:1],
-                  cast_shapes=1, compiled_casts=False, attn_seqs=grid.ATTN_SEQS, host_compiled=False,
-                  host_rounds=4, host_model=14.0)  # fmt: skip
-"""The default, about a minute: the full probe's levels at the shapes a fine-tune's step spends most in (GEMMs at
-2,048-32,768 tokens, flex over 1,024-token documents, the eager host rows at a third of the rounds). Its first run
-(one H200, 2026-12-03, compute-h200-2026-12-03-standard.json) took 79 s, 89 s from the command line: torch.compile's
-casts 15 s and flex's compile 16 s past their boxes, the host rows 17 s at six rounds; the casts are now timed
-eager (the compiled ones are completed from the shipped table at this GPU's bandwidth) and the host rows at four.
-Two runs of that (2026-12-03, the pair around h200-x1-families-unseen-2026-12-03-b): 60.0 and 54.6 s inside the
-probe, 71 and 62 s from the command line; on the fresh machine the first host row (with transformers' import) took
-the whole 12 s box, so the LoRA row, whose host floor binds most often, now runs first, in a box of 14 s (not yet
-run on a GPU). --model's own host rows (a model whose layer is not Mistral's) have a box of their own, as long as
-the Mistral rows' (not yet run on a GPU)."""
-QUICK = Effort("quick", gemm_bf16=8.0, gemm_fp8=6.0, cast=3.0, grouped=3.0, attention=5.0, flex=0.0, host=0.0,
-               layers=0.0, gemm_tokens=grid.CUDA_TOKENS_QUICK, lora_tokens=grid.LORA_TOKENS[:1], cast_shapes=1,
-               compiled_casts=False, attn_seqs=grid.ATTN_SEQS_QUICK, host_compiled=False, host_rounds=0)  # fmt: skip
-"""--quick: the GEMM, attention and HBM levels (one H200, 2026-12-03: 12.6 s inside the probe, 18 s from the command
-line, compute-h200-2026-12-03-quick-e.json)."""
 
 
 def _gemms(device: str, model: ModelSpec | None, effort: Effort) -> tuple[list[grid.Gemm], list[grid.Gemm]]:
@@ -157,6 +85,10 @@ def env_info(device: str) -> dict:
     return env
 
 
+class _ContextLost(Exception):
+    """A section not started because a row before it left a CUDA error that poisons the process (Clock.lost)."""
+
+
 def measure(
     device: str, model: ModelSpec | None, effort: Effort = STANDARD, on_section=None, gemm_timing: str = GEMM_BURST
 ) -> dict:
@@ -186,6 +118,9 @@ def measure(
         now = time.monotonic()
         if last[1] is not None:
             sections[last[1]] = round(now - last[0], 1)
+        if name is not None and clock.lost:  # every kernel after such an error fails with it: say so once
+            last[:] = [now, None]
+            raise _ContextLost(name)
         last[:] = [now, name]
         if name is None:
             return
@@ -202,70 +137,79 @@ def measure(
     started = time.monotonic()
     dense, lora = _gemms(device, model, budget)
     doc: dict = {"gemm": {}, "skipped": clock.skipped}
-    step("bf16 GEMMs")
-    doc["gemm"]["bf16"] = gemm_rows(clock, dense + lora, "bf16", budget.gemm_bf16)
-    why = fp8_supported(device)
-    step("float8 GEMMs")
-    if why is None:
-        doc["gemm"]["fp8"] = fp8_gemm_rows(clock, dense + lora, budget.gemm_fp8)
-        h = model.hidden_size if model is not None else 4096
-        shapes = [(8192, h), (32768, h), (32768, 14336)] if budget.cast_shapes > 1 else [(32768, h)]
-        step("float8 casts")
-        doc["fp8_cast"] = cast_rows(clock, shapes[: budget.cast_shapes], compiled=budget.compiled_casts,
-                                    budget_s=budget.cast)  # fmt: skip
-    else:
-        doc["gemm"]["fp8"], doc["fp8_cast"] = [], []
-        clock.skipped.append(f"fp8: {why}")
-    step("MoE grouped GEMMs")
-    tokens = (8192,) if cuda else (64,)
-    doc["grouped_gemm"] = grouped_rows(clock, _experts(device, model), tokens, budget.grouped)
-    step("attention")
-    dim = ATTENTION_HEAD_DIM if cuda else 32
-    layouts = tuple((h, kv, dim) for h, kv in (grid.ATTN_LAYOUTS if cuda else ((4, 2), (4, 4))))
-    seqs = budget.attn_seqs if cuda else (128, 256)
-    if cuda:
-        layouts += tuple(x for x in budget.attn_widths if x not in layouts)
-        if model is not None:  # --model's own layout at its own head width, first (flex times the first)
-            own = (model.num_heads, model.num_kv_heads, model.head_dim)
-            layouts = (own, *(x for x in layouts if x != own))
-    tokens_attn = grid.ATTN_TOKENS if cuda else 256
-    doc["attention"] = attention_rows(clock, ["sdpa_causal", "sdpa_dense"], layouts, seqs, tokens_attn, dim,
-                                      budget.attention, doc=0)  # fmt: skip
-    if budget.flex > 0 and cuda:
-        step("flex attention (compiles)")
-        flex_seqs, t_flex = (4096, 16384), time.monotonic()
-        # packed 1,024-token documents, one per sequence, then chat-sized ones (at 4,096 only: the rate of a mask of
-        # partial tiles does not depend on the sequence)
-        for doc_tokens, seqs_here in ((grid.FLEX_DOC_TOKENS, flex_seqs), (0, flex_seqs),
-                                      (grid.FLEX_SHORT_DOC_TOKENS, flex_seqs[:1])):  # fmt: skip
-            left = budget.flex - (time.monotonic() - t_flex)
-            doc["attention"] += attention_rows(clock, ["flex"], layouts[:1], seqs_here, tokens_attn, dim, left,
-                                               doc=doc_tokens)  # fmt: skip
-    else:
-        clock.skipped.append("flex attention: skipped (--quick or CPU: its compile takes ~10 s per shape)")
-    step("HBM bandwidth")
-    doc["hbm"] = hbm_rows(clock, 1 << 30 if cuda else 1 << 20) + optimizer_rows(clock, None if cuda else 1 << 18)
-    if budget.host > 0 or not cuda:
-        step("host time per layer (eager, compiled)")
-        from generator.probe.compute_host import host_rows
+    try:
+        step("bf16 GEMMs")
+        doc["gemm"]["bf16"] = gemm_rows(clock, dense + lora, "bf16", budget.gemm_bf16)
+        why = fp8_supported(device)
+        step("float8 GEMMs")
+        if why is None:
+            doc["gemm"]["fp8"] = fp8_gemm_rows(clock, dense + lora, budget.gemm_fp8)
+            h = model.hidden_size if model is not None else 4096
+            shapes = [(8192, h), (32768, h), (32768, 14336)] if budget.cast_shapes > 1 else [(32768, h)]
+            step("float8 casts")
+            doc["fp8_cast"] = cast_rows(clock, shapes[: budget.cast_shapes], compiled=budget.compiled_casts,
+                                        budget_s=budget.cast)  # fmt: skip
+        else:
+            doc["gemm"]["fp8"], doc["fp8_cast"] = [], []
+            clock.skipped.append(f"fp8: {why}")
+        step("MoE grouped GEMMs")
+        tokens = (8192,) if cuda else (64,)
+        doc["grouped_gemm"] = grouped_rows(clock, _experts(device, model), tokens, budget.grouped)
+        step("attention")
+        dim = ATTENTION_HEAD_DIM if cuda else 32
+        layouts = tuple((h, kv, dim) for h, kv in (grid.ATTN_LAYOUTS if cuda else ((4, 2), (4, 4))))
+        seqs = budget.attn_seqs if cuda else (128, 256)
+        if cuda:
+            layouts += tuple(x for x in budget.attn_widths if x not in layouts)
+            if model is not None:  # --model's own layout at its own head width, first (flex times the first)
+                own = (model.num_heads, model.num_kv_heads, model.head_dim)
+                layouts = (own, *(x for x in layouts if x != own))
+        tokens_attn = grid.ATTN_TOKENS if cuda else 256
+        doc["attention"] = attention_rows(clock, ["sdpa_causal", "sdpa_dense"], layouts, seqs, tokens_attn, dim,
+                                          budget.attention, doc=0)  # fmt: skip
+        if budget.flex > 0 and cuda:
+            step("flex attention (compiles)")
+            flex_seqs, t_flex = (4096, 16384), time.monotonic()
+            # packed 1,024-token documents, one per sequence, then chat-sized ones (at 4,096 only: the rate of a mask of
+            # partial tiles does not depend on the sequence)
+            for doc_tokens, seqs_here in ((grid.FLEX_DOC_TOKENS, flex_seqs), (0, flex_seqs),
+                                          (grid.FLEX_SHORT_DOC_TOKENS, flex_seqs[:1])):  # fmt: skip
+                left = budget.flex - (time.monotonic() - t_flex)
+                doc["attention"] += attention_rows(clock, ["flex"], layouts[:1], seqs_here, tokens_attn, dim, left,
+                                                   doc=doc_tokens)  # fmt: skip
+        else:
+            clock.skipped.append("flex attention: skipped (--quick or CPU: its compile takes ~10 s per shape)")
+        step("HBM bandwidth")
+        doc["hbm"] = hbm_rows(clock, 1 << 30 if cuda else 1 << 20) + optimizer_rows(clock, None if cuda else 1 << 18)
+        if budget.host > 0 or not cuda:
+            step("host time per layer (eager, compiled)")
+            from generator.probe.compute_host import host_rows
 
-        doc["host"] = host_rows(clock, compiled=cuda and budget.host_compiled, budget_s=budget.host if cuda else 60.0,
-                                rounds=budget.host_rounds or None)  # fmt: skip
-    else:  # one row of four depths in interleaved rounds takes longer than --quick's whole budget
-        doc["host"] = []
-        clock.skipped.append("host rows: skipped under --quick (plan --compute-file takes the shipped table's)")
-    step("MoE decoder layers, whole")
-    from generator.probe.compute_layers import layer_rows
+            box = budget.host if cuda else 60.0
+            doc["host"] = host_rows(clock, compiled=cuda and budget.host_compiled, budget_s=box,
+                                    rounds=budget.host_rounds or None)  # fmt: skip
+        else:  # one row of four depths in interleaved rounds takes longer than --quick's whole budget
+            doc["host"] = []
+            clock.skipped.append("host rows: skipped under --quick (plan --compute-file takes the shipped table's)")
+        step("MoE decoder layers, whole")
+        from generator.probe.compute_layers import layer_rows
 
-    doc["layers"] = layer_rows(clock, _moe_configs(model), budget.layers if cuda else 60.0,
-                               compiled=cuda and budget.compiled_layers, sizes=budget.layer_sizes)  # fmt: skip
-    if budget.host > 0 or not cuda:
-        # last: Liger's rows of --model's own layer patch its model type's module (RMSNorm, RoPE) for every model of
-        # that type built after them, the whole-layer rows of an MoE --model among them
-        step("host time per layer, --model's own layer")
-        from generator.probe.compute_host_model import own_host_rows
+        doc["layers"] = layer_rows(clock, _moe_configs(model), budget.layers if cuda else 60.0,
+                                   compiled=cuda and budget.compiled_layers, sizes=budget.layer_sizes)  # fmt: skip
+        if budget.host > 0 or not cuda:
+            # last: Liger's rows of --model's own layer patch its model type's module (RMSNorm, RoPE) for every model of
+            # that type built after them, the whole-layer rows of an MoE --model among them
+            step("host time per layer, --model's own layer")
+            from generator.probe.compute_host_model import own_host_rows
 
-        doc["host"] += own_host_rows(clock, model, budget.host_model, budget.host_compiled, budget.host_rounds)
+            doc["host"] += own_host_rows(clock, model, budget.host_model, budget.host_compiled, budget.host_rounds)
+    except _ContextLost as cut:
+        clock.skipped.append(f"{cut.args[0]} and every section after it: not run after the CUDA error of an earlier "
+                             f"row ({clock.lost})")  # fmt: skip
+    for key in ("bf16", "fp8"):
+        doc["gemm"].setdefault(key, [])
+    for key in ("fp8_cast", "grouped_gemm", "attention", "hbm", "host", "layers"):
+        doc.setdefault(key, [])
     step(None)
     name = torch.cuda.get_device_name() if cuda else "cpu"
     return {
