@@ -220,6 +220,8 @@ SUPPLEMENT_SHAPES = {
 }
 """What a supplement may add, and the fields that make two rows the same measurement (a row without `compiled`
 predates compiled rows and is eager)."""
+GEMM_SHAPE = ("m", "k", "n", "op")
+"""A supplement's GEMM rows (by dtype, as the probe writes them) are the same measurement at the same shape and op."""
 
 
 def _shape(row: dict, fields: tuple[str, ...]) -> tuple:
@@ -227,19 +229,25 @@ def _shape(row: dict, fields: tuple[str, ...]) -> tuple:
 
 
 def supplemented(doc: dict, path: Path) -> dict:
-    """The table with a supplement's rows added, each naming its file: attention rows (`rows`; flex at 54-512-token
-    documents, bench/results/flex-short-docs-h200-2026-12-02.json, which the 2026-12-02 probe did not time) and
-    whole-layer rows (`layers`; train.py's QLoRA layers, bench/scripts/qlora_layer.py, which the probe cannot build;
-    or a later `probe --compute --model` file's). Rows the table already holds at the same shape are left as the probe
-    measured them, except a layer row that the table holds untimed under checkpointing and the supplement times
-    (`ckpt_ms_per_layer`, added 2026-12-03): the whole row is taken from the supplement, so its three times come
-    from one machine."""
+    """The table with a supplement's rows added, each naming its file: GEMM rows (`gemm` by dtype; the 1,024-token
+    Linears and LoRA's pairs below 8,192 tokens, bench/scripts/small_gemms.py), attention rows (`rows`; flex at
+    54-512-token documents, bench/results/flex-short-docs-h200-2026-12-02.json, which the 2026-12-02 probe did not
+    time) and whole-layer rows (`layers`; train.py's QLoRA layers,
+    bench/scripts/qlora_layer.py, which the probe cannot build; or a later `probe --compute --model` file's). Rows the
+    table already holds at the same shape are left as the probe measured them, except a layer row that the table
+    holds untimed under checkpointing and the supplement times (`ckpt_ms_per_layer`, added 2026-12-03): the whole row
+    is taken from the supplement, so its three times come from one machine."""
     extra = json.loads(path.read_text())
     if "H200" not in str(extra.get("device")) + str(extra.get("gpu")):
         raise SystemExit(f"{path}: measured on {extra.get('device') or extra.get('gpu')!r}, not an H200")
-    if not any(extra.get(k) for k in ("rows", "layers")):
-        raise SystemExit(f"{path}: no attention `rows` or `layers` to add")
+    if not any(extra.get(k) for k in ("rows", "layers", "gemm")):
+        raise SystemExit(f"{path}: no attention `rows`, `layers` or `gemm` rows to add")
     out = dict(doc)
+    gemm = {dtype: list(rows) for dtype, rows in doc.get("gemm", {}).items()}
+    for dtype, rows in (extra.get("gemm") or {}).items():  # bench/scripts/small_gemms.py: shapes the probe's grid lacks
+        held = {_shape(r, GEMM_SHAPE) for r in gemm.setdefault(dtype, [])}
+        gemm[dtype] += [{**r, "source": path.name} for r in rows if _shape(r, GEMM_SHAPE) not in held]
+    out["gemm"] = gemm
     for section, shape in SUPPLEMENT_SHAPES.items():
         rows = extra.get("rows" if section == "attention" else section) or []
         timed = {_shape(r, shape) for r in rows if r.get("ckpt_ms_per_layer")}
@@ -276,8 +284,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--provisional", action="store_true", help="build the catalog-scaled stand-in table")
     ap.add_argument("--check", action="store_true", help="print the fit against the shipped table; write nothing")
     ap.add_argument("--supplement", action="append", default=[], type=Path,
-                    help="a later measurement on one H200 of attention rows (its `rows`) or whole-layer rows (its "
-                    "`layers`), added to the table with its file named under `supplements` (repeatable)")  # fmt: skip
+                    help="a later measurement on one H200 of GEMM rows (its `gemm`), attention rows (its `rows`) or "
+                    "whole-layer rows (its `layers`), added to the table with its "
+                    "file named under `supplements` (repeatable)")  # fmt: skip
     ap.add_argument("--host", type=Path, default=None,
                     help="a results file whose `host` rows (a later run of the probe's host section on one H200)"
                     " replace the table's")  # fmt: skip

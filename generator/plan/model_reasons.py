@@ -75,7 +75,8 @@ NF4_EXPERTS_LAUNCH_BOUND = (4096, 2944, 3491, 32768)
 """Mixtral-8x7B QLoRA under train.py on one H200 with the sorted NF4 expert dispatch
 (bench/results/h200-x1-families-mixtral-sorted-2026-12-04.json): at 4,096 tokens a micro-step it ran 2,944 tokens/s
 against 3,491 predicted, launch-bound (profile-mixtral-qlora-sorted-h200-2026-12-04: the GPU busy 1.06 s of each
-1.39 s step, idle in thousands of gaps under 100 us); at 32,768 within 2%. (tokens measured slow, measured,
+1.39 s step, idle in thousands of gaps under 100 us); at 32,768 within 3% (-2.7% since clip_grad_norm_ is priced and
+the QLoRA constants refitted with it, 2026-12-05; -1.9% before). (tokens measured slow, measured,
 predicted, tokens measured GPU-bound)."""
 
 

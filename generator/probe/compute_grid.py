@@ -14,9 +14,11 @@ from dataclasses import dataclass
 from generator.estimate.operators import linear_shapes
 from generator.model.types import ModelSpec
 
-CUDA_TOKENS = (8192, 4096, 32768, 2048, 16384)
+CUDA_TOKENS = (8192, 4096, 32768, 2048, 16384, 1024)
 """Token counts M of the GEMM grid on a GPU, in the order measured (a time box cuts the last token count, never a
-model): seq 4096 x micro-batch 1 and 2 first; the rate is flat beyond ~32k rows on an H100/H200."""
+model): seq 4096 x micro-batch 1 and 2 first; the rate is flat beyond ~32k rows on an H100/H200. 1,024 last (since
+2026-12-05): below the smallest measured count the table keeps a call's time, so without it a 1,024 x 1 step's GEMMs
+were priced as a 2,048-token step's (bench/scripts/small_gemms.py times it for the shipped table)."""
 CUDA_TOKENS_STANDARD = (8192, 2048, 32768)
 """The default probe's: a 4,096 x 2 step, the short host-bound steps, and where the rate is flat; the completion
 (generator/estimate/compute_complete.py) scales the shipped table's rows at the others."""
@@ -24,7 +26,8 @@ CUDA_TOKENS_QUICK = (8192,)
 CPU_TOKENS = (64, 256)
 """CPU mode: tiny sizes, for tests of the probe's plumbing."""
 LORA_RANKS = (8, 16, 64)
-LORA_TOKENS = (8192, 32768)
+LORA_TOKENS = (8192, 32768, 2048)
+"""LoRA's rank-r pairs: 2,048 last (since 2026-12-05), for the short steps' adapters (as CUDA_TOKENS' 1,024)."""
 ATTN_LAYOUTS = ((32, 8), (32, 32), (28, 4), (40, 40))
 """(query heads, kv heads) at head_dim 128: Mistral/Llama-3, Llama-2-7B, Qwen2.5-7B, Llama-2-13B."""
 LAYER_TOKENS = (2, 4096)
