@@ -23,6 +23,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 QWEN3 = str(REPO / "bench" / "models" / "qwen3-30b-a3b.json")
 VARIANTS = (
+    "after_liger",
+    "after_mistral",
     "frozen",
     "frozen_experts_8",
     "frozen_tokens_512",
@@ -40,7 +42,12 @@ VARIANTS = (
 """On an H100 on 2026-12-05 the seven from grouped_mm on all trained without error, every weight trainable, while the
 probe's own host row (peft's LoRA, experts frozen) hit the illegal memory access again: the frozen variants first, a
 weight-gradient-free grouped_mm backward being what LoRA adds; `lora` builds the layer as the probe does
-(compute_host.train_py_model) and `probe_row` is that row itself (compute_host.hf_row, fused AdamW and clipping)."""
+(compute_host.train_py_model) and `probe_row` is that row itself (compute_host.hf_row, fused AdamW and clipping).
+Those six passed too (a second H100 call), each in a fresh process, where host_rows.py had run the tiny Mistral's rows
+(eager, then with Liger's kernels, whose patch stays in the process) before the model's own: `after_mistral` and
+`after_liger` run probe_row after one such Mistral row, and both passed as well (a third call): under
+CUDA_LAUNCH_BLOCKING nothing faults, which points at a race that per-kernel synchronisation hides; --no-blocking runs
+the same variants without it (not yet run)."""
 
 
 def run_variant(variant: str) -> str:
@@ -57,6 +64,12 @@ def run_variant(variant: str) -> str:
     cfg = hf_config_dict("mixtral-8x7b" if variant == "mixtral" else QWEN3)
     if variant.endswith("experts_8"):
         cfg = {**cfg, "num_experts": 8}
+    if variant.startswith("after_"):
+        from generator.probe.compute_bench import Clock
+        from generator.probe.compute_host import hf_row
+
+        hf_row(Clock(device), "lora", False, liger=variant == "after_liger", rounds=2)  # the tiny Mistral's
+        variant = "probe_row"
     if variant == "probe_row":
         from generator.probe.compute_bench import Clock
         from generator.probe.compute_host import hf_row
@@ -90,6 +103,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--variant", choices=VARIANTS, help="run one variant in this process (the parent's child)")
     ap.add_argument("--out", type=Path)
     ap.add_argument("--only", help="comma list of variants to run, in this order (default: all)")
+    ap.add_argument("--no-blocking", action="store_true", help="leave CUDA_LAUNCH_BLOCKING unset: every variant, "
+                    "the probe's own row after the Mistral rows included, passed with it set on an H100")  # fmt: skip
     args = ap.parse_args(argv)
     if args.variant:
         try:
@@ -98,7 +113,7 @@ def main(argv: list[str] | None = None) -> None:
             traceback.print_exc(limit=-8)
             sys.exit(1)
         return
-    env = {**os.environ, "CUDA_LAUNCH_BLOCKING": "1"}
+    env = {**os.environ, **({} if args.no_blocking else {"CUDA_LAUNCH_BLOCKING": "1"})}
     results = {}
     chosen = args.only.split(",") if args.only else VARIANTS
     if unknown := [v for v in chosen if v not in VARIANTS]:
