@@ -98,7 +98,7 @@ WHY_VALIDATION_MISSED: dict[str, str] = {
         "DeepSpeed's own clip left in its fitted overhead), at the table's stream rate as the update is, and "
         "bench/fit_compute.py refitted the constants on their fit rows on top of it (the elementwise scale 1.63 to "
         "1.31, LoRA's adapter bytes 5.01 to 6.84): those six rows read +2% to +8%, Mistral's Liger full fine-tunes "
-        "at 2,048 x 1 (+16.3% to +20.8% before) +8.3% to +12.1%, the Liger LoRA rows moved 3-4 points slower (worst"
+        "at 2,048 x 1 (+16.3% to +20.8% before) +8.3% to +12.1%, the Liger LoRA rows moved 2.5-4.5 points slower (worst"
         " -9.6%, Llama-3-8B with flex at 8,192 x 2), and over the 135 validation rows those past 10% went from 25 to "
         "20, the mean absolute error from 6.49% to 5.92%. Both the update and the clip run below the stream rate "
         "(3.0-3.3 TB/s in the probe's optimizer rows, optimizer-rows-h200-2026-12-04-b; 3.5-3.6 in the Mixtral "
