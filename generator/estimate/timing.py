@@ -114,7 +114,7 @@ FUSED_ADAM_PASSES = 7
 # cut to 4 layers and fully fine-tuned spent 20 ms a step in it (3.6 TB/s; profile-mixtral-l4-full-h200-2026-12-04).
 # Priced, like fused AdamW's update, at the table's stream rate (4.2 TB/s on one H200), not at the 3.0-3.3 TB/s the
 # probe's optimizer rows give both (optimizer-rows-h200-2026-12-04-b): with both at that rate the refit moved LoRA's
-# adapter bytes to 9.4 and the Liger LoRA rows 9-12% slow (bench/REPORT.md cause 4). DeepSpeed clips inside its
+# adapter bytes to 9.4 and six more Liger LoRA rows past 10% slow (bench/REPORT.md cause 4). DeepSpeed clips inside its
 # engine, which its fitted overhead holds.
 CLIP_PASSES = 3
 
@@ -272,9 +272,8 @@ def step_timing(
     compute = parts.total_s
     moved = _update_bytes(model, workload, placement, strategy) + _cast_bytes(model, workload, strategy)
     moved += _collective_copy_bytes(model, workload, strategy)
-    moved += _foreach_extra_bytes(model, workload, placement, strategy) + _clip_bytes(
-        model, workload, placement, strategy
-    )
+    moved += _foreach_extra_bytes(model, workload, placement, strategy)
+    moved += _clip_bytes(model, workload, placement, strategy)
     in_row = quantised_layers_in_row(table, model, workload, strategy)
     moved += _adapter_bytes(model, workload) + _dequant_bytes(model, workload, in_row)
     moved += liger_weight_bytes(model, workload, _fp32_under_autocast(workload, strategy))
