@@ -99,3 +99,19 @@ def test_a_cuda_error_ends_the_probe_with_one_line_and_a_file_the_planner_reads(
     assert set(doc["method"]["sections_s"]) == set(started)
     table = from_document(doc, "cut probe")  # the planner completes the rest from the shipped table
     assert table.gemm and not table.host and not table.layers
+
+
+def test_every_section_loop_stops_at_a_lost_context_as_at_its_time_box():
+    """Clock.cut is the one check each section's row loop makes: past the time box, or after a CUDA error that
+    poisons the process, the row is listed with why and not tried."""
+    import time
+
+    from generator.probe.compute_bench import Clock, gemm_rows
+
+    clock = Clock.for_device("cpu")
+    shapes = grid.cpu_grid()[:3]
+    assert len(gemm_rows(clock, shapes, "bf16", budget_s=60.0)) == 3 and clock.skipped == []
+    assert clock.cut("late row", time.monotonic() - 1.0) and clock.skipped == ["late row: time box"]
+    clock.skip("a row", RuntimeError("CUDA error: an illegal memory access was encountered"))
+    assert gemm_rows(clock, shapes, "bf16", budget_s=60.0) == []
+    assert sum("not run after the CUDA error of an earlier row" in s for s in clock.skipped) == 3

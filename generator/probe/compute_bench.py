@@ -51,6 +51,19 @@ class Clock:
         if self.lost is None and cuda_context_lost(exc):
             self.lost = f"{type(exc).__name__}: {first[:80]}"
 
+    def cut(self, what: str, t_end: float) -> bool:
+        """Whether the row `what` is left out, listed in `skipped` with why: past its section's time box (monotonic
+        `t_end`), or after a CUDA error of an earlier row that poisons the process (`lost`: each later row would fail
+        the same way)."""
+        if self.lost:
+            why = f"not run after the CUDA error of an earlier row ({self.lost})"
+        elif time.monotonic() > t_end:
+            why = "time box"
+        else:
+            return False
+        self.skipped.append(f"{what}: {why}")
+        return True
+
     def sync(self) -> None:
         if self.device == "cuda":
             torch.cuda.synchronize()
@@ -151,8 +164,7 @@ def gemm_rows(clock: Clock, gemms: list[Gemm], dtype_name: str, budget_s: float)
     dtype = {"bf16": torch.bfloat16, "fp32": torch.float32}[dtype_name]
     rows, t_end = [], time.monotonic() + budget_s
     for g in gemms:
-        if time.monotonic() > t_end:
-            clock.skipped.append(f"gemm {dtype_name} {g.op} {g.m}x{g.k}x{g.n}: time box")
+        if clock.cut(f"gemm {dtype_name} {g.op} {g.m}x{g.k}x{g.n}", t_end):
             continue
         try:
             a, b = gemm_operands(g, clock.device, dtype)
@@ -187,8 +199,7 @@ def fp8_gemm_rows(clock: Clock, gemms: list[Gemm], budget_s: float) -> list[dict
     for g in gemms:
         if g.m % 16 or g.k % 16 or g.n % 16:
             continue
-        if time.monotonic() > t_end:
-            clock.skipped.append(f"gemm fp8 {g.op} {g.m}x{g.k}x{g.n}: time box")
+        if clock.cut(f"gemm fp8 {g.op} {g.m}x{g.k}x{g.n}", t_end):
             continue
         try:
             a = torch.randn(g.m, g.k, device=clock.device, dtype=torch.bfloat16).to(f8)
@@ -229,8 +240,7 @@ def cast_rows(clock: Clock, shapes: list[tuple[int, int]], compiled: bool, budge
         for r, c in shapes:
             x = torch.randn(r, c, device=clock.device, dtype=torch.bfloat16)
             for kind, fn in table.items():
-                if time.monotonic() > t_end:
-                    clock.skipped.append(f"fp8 {kind} {mode} {r}x{c}: time box")
+                if clock.cut(f"fp8 {kind} {mode} {r}x{c}", t_end):
                     continue
                 try:
                     s = clock.time(lambda fn=fn, x=x: fn(x))
@@ -262,8 +272,7 @@ def grouped_rows(clock: Clock, experts: list[tuple[int, int, int, int]], tokens:
                 kk, nn = (k_in, n_out) if op == "fwd" else (n_out, k_in)
                 impls = (["grouped_mm"] if have_grouped else []) + ["loop_bf16", "loop_fp32"]
                 for impl in impls:
-                    if time.monotonic() > t_end:
-                        clock.skipped.append(f"grouped {impl} {op} E{e} top{top_k} {m}x{kk}x{nn}: time box")
+                    if clock.cut(f"grouped {impl} {op} E{e} top{top_k} {m}x{kk}x{nn}", t_end):
                         continue
                     dtype = torch.float32 if impl == "loop_fp32" else torch.bfloat16
                     a = torch.randn(per * e, kk, device=clock.device, dtype=dtype)

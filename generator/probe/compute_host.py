@@ -185,8 +185,7 @@ def host_rows(clock: Clock, compiled: bool, budget_s: float, rounds: int | None 
     for is_compiled, liger in kinds:
         for variant in ("lora", "full"):  # LoRA first: its host floor binds most often (short LoRA steps)
             name = f"host {variant} compiled={is_compiled} liger={liger}"
-            if time.monotonic() > t_end:
-                clock.skipped.append(f"{name}: time box")
+            if clock.cut(f"{name}", t_end):
                 continue
             try:
                 row = (hf_row(clock, variant, is_compiled, liger, rounds or ROUNDS) if real

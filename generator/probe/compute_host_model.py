@@ -73,9 +73,7 @@ def model_host_rows(
     for is_compiled, with_liger in kinds:
         for variant in ("lora", "full"):
             name = f"host {model.name} {variant} compiled={is_compiled} liger={with_liger}"
-            if clock.lost or time.monotonic() > t_end:
-                why = f"not run after the CUDA error of an earlier row ({clock.lost})" if clock.lost else "time box"
-                clock.skipped.append(f"{name}: {why}")
+            if clock.cut(name, t_end):
                 continue
             try:
                 row = hf_row(clock, variant, is_compiled, with_liger, rounds, build=build)

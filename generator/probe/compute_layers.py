@@ -180,8 +180,7 @@ def layer_rows(clock: Clock, models: list[tuple[str, dict]], budget_s: float, co
     variants = VARIANTS if clock.device == "cuda" else VARIANTS[:1]  # CPU (tests): the plumbing, once
     for tokens, (name, cfg), variant, mode in product(sizes, models, variants, modes):
         label = f"layer {name} {variant}" + (" compiled" if mode else "") + f" {tokens[0]}x{tokens[1]}"
-        if time.monotonic() > t_end:
-            clock.skipped.append(f"{label}: time box")
+        if clock.cut(f"{label}", t_end):
             continue
         try:
             seconds, dims = _per_layer_s(clock, cfg, variant, tokens, mode)
