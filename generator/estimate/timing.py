@@ -172,10 +172,16 @@ def _foreach_extra_bytes(model: ModelSpec, workload: Workload, placement: Placem
     if facts.adamw != "foreach" or workload.optimizer != "adamw" or s.framework == "deepspeed":
         return 0.0
     passes = FOREACH_ADAM_PASSES + (FOREACH_DECAY_PASSES if facts.weight_decay else 0) - FUSED_ADAM_PASSES
-    if s.framework == "ddp":
+    return passes * _trained_pass_bytes(model, workload, placement, strategy)
+
+
+def _trained_pass_bytes(model: ModelSpec, workload: Workload, placement: Placement, strategy: str) -> float:
+    """HBM bytes of one pass over the trained parameters (or their gradients) held on one GPU: DDP's in the load
+    dtype (fp32 adapters under LoRA); a sharded strategy's fp32 shard."""
+    if catalog.strategy(strategy).framework == "ddp":
         param_bytes = load_bytes(workload) if workload.method == "full" else 4
-        return passes * param_bytes * trainable_params(model, workload)
-    return passes * 4.0 * trainable_params(model, workload) / shard_count(strategy, placement)
+        return param_bytes * trainable_params(model, workload)
+    return 4.0 * trainable_params(model, workload) / shard_count(strategy, placement)
 
 
 def _clip_bytes(model: ModelSpec, workload: Workload, placement: Placement, strategy: str) -> float:
@@ -184,10 +190,7 @@ def _clip_bytes(model: ModelSpec, workload: Workload, placement: Placement, stra
     s = catalog.strategy(strategy)
     if s.offload != "none" or s.framework == "deepspeed":
         return 0.0
-    if s.framework == "ddp":
-        grad_bytes = load_bytes(workload) if workload.method == "full" else 4
-        return CLIP_PASSES * grad_bytes * trainable_params(model, workload)
-    return CLIP_PASSES * 4.0 * trainable_params(model, workload) / shard_count(strategy, placement)
+    return CLIP_PASSES * _trained_pass_bytes(model, workload, placement, strategy)
 
 
 def _cast_bytes(model: ModelSpec, workload: Workload, strategy: str) -> float:
