@@ -249,10 +249,10 @@ def run_cell(cell: Cell, workdir: Path, timeout_s: float = 900) -> dict:
             run = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, env=env, timeout=timeout_s)
         text = run.stdout + run.stderr
         # The script's own one-line error sits above torchrun's failure table: keep it apart from the tail.
-        errors = [ln for ln in text.splitlines() if "error:" in ln.lower() or "Error:" in ln][:6]
-        rc, tail = run.returncode, "\n".join(errors) + "\n...\n" + text[-2500:]
+        errors = [ln for ln in text.splitlines() if "error:" in ln.lower() or "out of memory" in ln.lower()][:6]
+        rc, tail = run.returncode, text[-1500:]
     except subprocess.TimeoutExpired as exc:
-        rc, tail = -9, f"timeout after {exc.timeout} s"
+        rc, tail, errors = -9, f"timeout after {exc.timeout} s", []
     row = dict(
         asdict(cell), key=cell.key, doc_tokens=cell.doc_tokens, dataset=str(data.relative_to(REPO))
         if data.is_relative_to(REPO) else data.name, config=plan, predicted=predicted,
@@ -264,7 +264,9 @@ def run_cell(cell: Cell, workdir: Path, timeout_s: float = 900) -> dict:
     if rc == 0:
         row.update(status="ok", measured=measured)
     else:
-        row.update(status="oom" if looks_oom(tail) else "error", measured=measured, tail=tail[-1500:])
+        # the error lines go first and whole: the launcher's own traceback fills the tail and used to push them out
+        said = "\n".join(errors)
+        row.update(status="oom" if looks_oom(said + tail) else "error", measured=measured, errors=errors, tail=tail)
     return row
 
 
@@ -398,7 +400,7 @@ def main() -> int:
             f"  {row['status']}: {m.get('tokens_per_s_per_gpu')} tok/s (predicted "
             f"{row['predicted'].get('tokens_per_s_per_gpu') if row.get('predicted') else None}), alloc "
             f"{m.get('peak_allocated_gb')} reserved {m.get('peak_reserved_gb')} GB, wall {row.get('wall_s')} s"
-            + (f"\n  {row['tail'][-400:]}" if row["status"] != "ok" else ""),
+            + (f"\n  {chr(10).join(row.get('errors') or [row['tail'][-400:]])}" if row["status"] != "ok" else ""),
             flush=True,
         )
     done = sum(results["cells"].get(c.key, {}).get("status") in ("ok", "oom") for c in cells)
