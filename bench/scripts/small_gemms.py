@@ -9,6 +9,8 @@ step's (Mistral-7B fully fine-tuned at 1,024 x 1: 144 ms of GEMMs either way, be
 step's rank-16 adapters as long as an 8,192-token step's. Whether the floor holds is a measurement, not a choice.
 
     python bench/scripts/small_gemms.py --out $OUT/small-gemms.json      # ~40 s on one H200
+    python bench/scripts/small_gemms.py --lora-only --gemm-timing interleaved --lora-tokens 8192,4096,2048,1024 \
+        --out $OUT/small-gemms-interleaved.json    # LoRA's pairs without the launch gap
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from generator.estimate.compute_table import GEMM_BURST, GEMM_TIMINGS  # noqa: E402
 from generator.probe import compute_grid as grid  # noqa: E402
 
 DENSE_TOKENS = (1024,)
@@ -31,17 +34,23 @@ LORA_TOKENS = (2048, 4096, 1024)
 BOX_S = {"bf16": 40.0, "fp8": 25.0}
 
 
-def gemms(device: str) -> list[grid.Gemm]:
-    """The presets' dense Linears at DENSE_TOKENS and LoRA's pairs at LORA_TOKENS (CPU: the plumbing's tiny grid)."""
+def gemms(device: str, lora_tokens: tuple[int, ...] = LORA_TOKENS, dense: bool = True) -> list[grid.Gemm]:
+    """The presets' dense Linears at DENSE_TOKENS and LoRA's pairs at `lora_tokens` (CPU: the plumbing's tiny grid)."""
     if device != "cuda":
         return grid.cpu_grid()[:6] + grid.lora_grid(128, (16,), (64,))
-    dense = grid.dense_grid(grid.preset_models(), DENSE_TOKENS)
-    return dense + grid.lora_grid(4096, grid.LORA_RANKS, LORA_TOKENS)
+    linears = grid.dense_grid(grid.preset_models(), DENSE_TOKENS) if dense else []
+    return linears + grid.lora_grid(4096, grid.LORA_RANKS, lora_tokens)
 
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--gemm-timing", choices=GEMM_TIMINGS, default=GEMM_BURST,
+                    help="how each GEMM is timed (compute_bench.gemm_time): interleaved puts a device copy before "
+                    "each call, so a GEMM shorter than its launch is timed without the launch gap")  # fmt: skip
+    ap.add_argument("--lora-tokens", default=",".join(map(str, LORA_TOKENS)),
+                    help="comma list of token counts for LoRA's rank-r pairs, in the order timed")  # fmt: skip
+    ap.add_argument("--lora-only", action="store_true", help="skip the 1,024-token dense Linears")
     args = ap.parse_args(argv)
     import torch
 
@@ -50,8 +59,10 @@ def main(argv: list[str] | None = None) -> None:
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     clock, started = Clock.for_device(device), time.monotonic()
-    shapes = gemms(device)
+    clock.gemm_timing = args.gemm_timing
+    shapes = gemms(device, tuple(int(t) for t in args.lora_tokens.split(",")), dense=not args.lora_only)
     doc = {**document_header("gemm-rows", "bench/scripts/small_gemms.py", device), "gemm": {}}
+    doc["method"] = {"gemm_timing": args.gemm_timing if device == "cuda" else "per call"}
     doc["gemm"]["bf16"] = gemm_rows(clock, shapes, "bf16", BOX_S["bf16"])
     why = fp8_supported(device)
     doc["gemm"]["fp8"] = fp8_gemm_rows(clock, shapes, BOX_S["fp8"]) if why is None else []
