@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from generator.catalog import strategies as catalog
 from generator.catalog.peft_moe import mlp_names_reach_linears
-from generator.estimate.attention import kernel_path, layer_groups, mask_bytes
+from generator.estimate.attention import kernel_path, kernel_path_of_count, layer_groups, mask_bytes
 from generator.estimate.loss import LOSS_BACKWARD_BYTES, LOSS_FORWARD_BYTES, fused_head_bytes, logits_kept_bytes
 from generator.estimate.moe import (
     backward_transient_routes,
@@ -239,11 +239,12 @@ def _formula_as_counted(model: ModelSpec, full: bool, r: int = 2, compiled: bool
     if counted is None:
         return None
     method = "full" if full else "lora"
+    path = kernel_path_of_count(counted.path)
     if compiled and compiled_count(model, full, r) is not None:
-        at = layer_saved_bytes_per_token(model, counted_stream(model, full, r, True), True, counted.path, method, True)
-        return at if full else at + lora_saved_delta_per_token(model, 2, 0, True, counted.path, True, targets=())
-    at = layer_saved_bytes_per_token(model, counted_stream(model, full, r), False, counted.path, method)
-    return at if full else at + lora_saved_delta_per_token(model, 2, 0, False, counted.path, targets=())
+        at = layer_saved_bytes_per_token(model, counted_stream(model, full, r, True), True, path, method, True)
+        return at if full else at + lora_saved_delta_per_token(model, 2, 0, True, path, True, targets=())
+    at = layer_saved_bytes_per_token(model, counted_stream(model, full, r), False, path, method)
+    return at if full else at + lora_saved_delta_per_token(model, 2, 0, False, path, targets=())
 
 
 def activation_terms(model: ModelSpec, workload: Workload, strategy: str) -> dict[str, dict[str, float]]:

@@ -10,7 +10,9 @@ Paths (transformers/masking_utils.py and integrations/sdpa_attention.py, 5.17-5.
   half of the scores.
 - flex: flex_attention over transformers' block mask (128 x 128 tiles): only the tiles the document boundaries and
   the window leave non-empty are computed.
-- eager: every score materialised (s x s per head) and a float mask.
+- eager: every score materialised (s x s per head) and a float mask. SDPA's math kernel is priced as eager: torch runs
+  it where a class hands SDPA fewer key heads than query heads without enable_gqa (Falcon-7B's multi-query in
+  transformers 5.17), counted at sizing (ModelSpec.layer_saved.path sdpa_math).
 """
 
 from __future__ import annotations
@@ -85,12 +87,19 @@ def probe_attention(attentions: tuple[str, ...]) -> str:
     return next((a for a in PROBE_ATTENTIONS if a in attentions), "eager")
 
 
+def kernel_path_of_count(counted: str) -> str:
+    """The path a model's own count (LayerSaved.path) runs SDPA on: sdpa_math, SDPA's math kernel, keeps every score
+    as eager attention does and is priced as eager."""
+    return "eager" if counted == "sdpa_math" else counted
+
+
 def kernel_path(model: ModelSpec, workload: Workload) -> str:
     """sdpa_dense | sdpa_causal | flex | eager (see the module docstring)."""
     if workload.attention in ("flex", "eager"):
         return workload.attention
-    if model.layer_saved is not None and model.layer_saved.path == "sdpa_dense":
-        return "sdpa_dense"  # a class that builds its mask always (Falcon: allow_is_causal_skip=False)
+    counted = model.layer_saved.path if model.layer_saved is not None else None
+    if counted in ("sdpa_math", "sdpa_dense"):  # the class calls SDPA so (Falcon: the math kernel in 5.17, whose
+        return kernel_path_of_count(counted)  # scores are eager's; a mask always built, allow_is_causal_skip=False)
     window = model.sliding_window
     _, row = attention_rows(workload)
     if documents(workload) < row or (window and row >= window):

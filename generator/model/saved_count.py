@@ -11,8 +11,10 @@ own op (aten._scaled_dot_product_flash_attention, what the GPU runs for a causal
 and v as given, its output laid out like q, a float per head and row; the memory-efficient op where values are
 narrower than queries, as MLA's), through transformers' attention interface where the class takes one, else in place
 of F.scaled_dot_product_attention. That is the estimator's sdpa_causal path; a model with no SDPA counts its eager
-path. transformers' eager attention is counted too, for what it keeps per score (its s x s terms). Each is counted at
-three lengths, which also gives what a layer keeps whatever its tokens. An MoE's experts run transformers' grouped_mm
+path. A class that calls SDPA itself with fewer key heads than query heads and no enable_gqa gets no fused kernel
+on the GPU either: torch runs its math kernel there as on meta, and that is what is counted (sdpa_math).
+transformers' eager attention is counted too, for what it keeps per score (its s x s terms). Each is counted at three
+lengths, which also gives what a layer keeps whatever its tokens. An MoE's experts run transformers' grouped_mm
 path, as on an H100 or H200. Torch is imported only here, only when sizing builds a model."""
 
 from __future__ import annotations
@@ -61,7 +63,8 @@ def layer_saved(
     A layer keeps c(s) = C + a s + b s^2 bytes at s tokens: C what does not grow with them (DeepSeek-V3's router
     keeps a copy of its weight for backward: cast to fp32 in its code, back to bf16 by autocast, 3.7 MB a layer), a
     per token, b per query and key pair (eager's scores, over the heads). The causal path is fitted on its first two
-    lengths with b = 0 and must hold at the third."""
+    lengths with b = 0 and must hold at the third, except where SDPA took its math kernel (sdpa_math: more query
+    heads than key heads and no enable_gqa), which keeps every score as eager attention does."""
     import torch
 
     if not len(stack):
@@ -78,11 +81,14 @@ def layer_saved(
         # each stops at the first count that fails or finds no attention layer (a recurrent model, whose reference
         # scan takes seconds a pass on meta)
         causal = _both(model, stack, kernel, kind, attention_share) if path != "eager" else None
+        math = causal is not None and causal[0][0].math
         eager = _both(model, stack, "eager", kind, attention_share) if path == "eager" or causal is not None else None
-        stream = _counts(model, stack, kernel, True, kind, attention_share, torch.float32) if causal else None
+        # the fp32 stream's and the compiled block's counts are taken linear in the tokens: not the math kernel's
+        grows_linearly = causal is not None and not math
+        stream = _counts(model, stack, kernel, True, kind, attention_share, torch.float32) if grows_linearly else None
         # a compiled layer's own count, of the first block of the kind past the first (not a hybrid's mix of blocks)
         block = _past_first(sorted(kind))[0] if kind else 1
-        one_kind = causal is not None and attention_share is None and block < len(stack)
+        one_kind = grows_linearly and attention_share is None and block < len(stack)
         compiled = compiled_counts(model, stack, block, kernel) if one_kind else (None, None, None)
     finally:
         stack.extend(rest)
@@ -91,7 +97,11 @@ def layer_saved(
     if eager is not None:  # b over the heads of one attention layer is what a score keeps
         fits = [_quadratic(counts) for counts in eager]
         score = round(_quadratic(eager[0], attended=True)[2] / eager[0][0].heads, 3)
-    if path == "eager":
+    if math:  # every score kept, like eager attention's: what one keeps is the math kernel's own
+        (constant, linear, _), (frozen_constant, frozen, _) = (_quadratic(counts) for counts in causal)
+        score = round(_quadratic(causal[0], attended=True)[2] / causal[0][0].heads, 3)
+        path = "sdpa_math"
+    elif path == "eager":
         if eager is None:
             return None
         (constant, linear, _), (frozen_constant, frozen, _) = fits
@@ -174,6 +184,8 @@ class _Count(NamedTuple):
     passes: float | None = None
     """HBM bytes per token of one forward of the layer's memory-bound ops (model.pass_count), the same mean; None
     where not counted (a frozen or eager count, or a length short of the longest)."""
+    math: bool = False
+    """SDPA took its math kernel (more query heads than key heads, no enable_gqa): every score kept."""
 
 
 def _per_token(
@@ -187,6 +199,7 @@ def _per_token(
     current: list[int | None] = [None]
     attention_layers: dict[int, int] = {}
     masks: list[bool] = []
+    maths: list[bool] = []
     autocast = cuda_autocast()
     saved = SavedStorages(model, lambda: current[0], skip=autocast.is_weight_copy)
     hooks = []
@@ -194,10 +207,11 @@ def _per_token(
         hooks.append(block.register_forward_pre_hook(lambda m, a, i=i: current.__setitem__(0, i)))
         hooks.append(block.register_forward_hook(lambda m, a, o: current.__setitem__(0, None)))
 
-    def attended(heads: int, masked: bool) -> None:
+    def attended(heads: int, masked: bool, math: bool) -> None:
         if current[0] is not None:
             attention_layers[current[0]] = heads
             masks.append(masked)
+            maths.append(math)
 
     hidden = model.get_input_embeddings().weight.shape[-1]
     embeds = torch.empty(1, tokens, hidden, device="meta", dtype=weights, requires_grad=True)
@@ -233,7 +247,9 @@ def _per_token(
         return weight * average(by_block, attended) + (1 - weight) * average(by_block, other)
 
     passes = mean(traffic.totals) if traffic is not None else None
-    return _Count(mean(per_layer), attention_layers[attended[0]], any(masks), average(per_layer, attended), passes)
+    return _Count(
+        mean(per_layer), attention_layers[attended[0]], any(masks), average(per_layer, attended), passes, any(maths)
+    )
 
 
 def _past_first(blocks) -> list[int]:
@@ -264,22 +280,29 @@ def _stand_ins(attended):
     original_sdpa, original_packed = functional.scaled_dot_product_attention, masking.find_packed_sequence_indices
 
     def flash(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
+        # fewer key heads than query heads without enable_gqa (Falcon-7B's multi-query in transformers 5.17, which
+        # calls SDPA itself): no fused kernel takes them, and torch runs its math kernel, which broadcasts the key
+        # heads, upcasts to fp32 and keeps every score; it is the same composite on meta, so it is run and counted
+        math = query.shape[1] != key.shape[1] and not enable_gqa
         # a class that always builds a mask (Falcon: allow_is_causal_skip=False) runs the masked kernel on the GPU:
         # it keeps what flash keeps besides the mask's bias, which the estimator prices on its own (mask_bytes)
-        attended(query.shape[1], attn_mask is not None)
+        attended(query.shape[1], attn_mask is not None, math)
         # autocast runs SDPA in bf16 (an fp32 norm's q or k is cast; the functional call is replaced, so it is here)
         query, key, value = (t.to(torch.bfloat16) for t in (query, key, value))
+        if math:
+            return original_sdpa(query, key, value, attn_mask, dropout_p, is_causal, scale=scale)
         if value.shape[-1] != query.shape[-1]:  # MLA's narrower values: flash takes one head width, SDPA picks this
             return aten._scaled_dot_product_efficient_attention(query, key, value, None, True, dropout_p, True)[0]
         return aten._scaled_dot_product_flash_attention(query, key, value, dropout_p, True, False, scale=scale)[0]
 
     def interface(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kwargs):
-        out = flash(query, key, value, None, dropout if module.training else 0.0, True, scaling)
+        # transformers' own SDPA forward repeats grouped k/v or passes enable_gqa: never the math kernel
+        out = flash(query, key, value, None, dropout if module.training else 0.0, True, scaling, enable_gqa=True)
         return out.transpose(1, 2).contiguous(), None
 
     def softmax(*args, **kwargs):  # transformers' eager attention, over [batch, heads, queries, keys] (not a router)
         if args[0].dim() == 4:
-            attended(args[0].shape[1], False)
+            attended(args[0].shape[1], False, False)
         return original_softmax(*args, **kwargs)
 
     original_softmax = functional.softmax

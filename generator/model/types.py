@@ -13,8 +13,9 @@ class LayerSaved(NamedTuple):
     dropout as configured, mean over the attention layers."""
 
     path: str
-    """The attention path counted (estimate.attention.kernel_path): sdpa_causal (the flash kernel, no mask) or eager
-    (a class with no SDPA)."""
+    """The attention path counted (estimate.attention.kernel_path): sdpa_causal (the flash kernel, no mask),
+    sdpa_dense (a mask always built), sdpa_math (SDPA's math kernel: the class hands it fewer key heads than query
+    heads without enable_gqa, and every score is kept) or eager (a class with no SDPA)."""
     trained: float
     """Bytes per token with every weight trained (a full fine-tune)."""
     frozen: float

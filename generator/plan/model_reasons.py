@@ -124,6 +124,15 @@ def own_layer_reason(model: ModelSpec, workload: Workload) -> list[str]:
             f"attention: {model.model_type} builds its causal mask on every call (no is_causal shortcut), so SDPA "
             "runs its masked kernel over every score and keeps the mask's bias; priced so"
         )
+    if counted.path == "sdpa_math" and workload.attention == "sdpa":
+        # Falcon's class has no flex path; transformers 5.25's Falcon repeats the key heads and takes a fused kernel
+        avoid = "--attention flex avoids it" if "flex" in model.attentions else "a newer transformers may avoid it"
+        lines.append(
+            f"attention: this transformers' {model.model_type} hands SDPA {model.num_kv_heads} key head(s) for "
+            f"{model.num_heads} query heads without enable_gqa, so no fused kernel takes it and torch runs its math "
+            f"kernel, which keeps every score in fp32 ({counted.score_bytes:g} bytes a score and head, counted at "
+            f"sizing): memory priced so, speed at the masked kernel's rate (not measured on this path); {avoid}"
+        )
     key = ("backward_end", "layer_recompute") if workload.grad_checkpointing else ("forward_end", "activations")
     own, llama = (
         activation_terms(m, workload, "ddp")[key[0]][key[1]] for m in (model, replace(model, layer_saved=None))
