@@ -295,6 +295,11 @@ FALCON_LORA_BF16 = replace(FALCON_LORA, precision="bf16", compiled=True)
 FALCON = _family("falcon-default", "full", 2048, 2, False, False, precision="fp8")
 STARCODER2_ALL_LINEAR = replace(STARCODER2[1], micro_batch=4, precision="fp8", lora_targets="all-linear")
 LAYERNORM_FAMILIES = (PHI, PHI_BF16, PHI_LORA, FALCON_LORA, FALCON_LORA_BF16, FALCON, STARCODER2_ALL_LINEAR)
+# Chosen on 2026-12-05 (thirteenth session) after both Falcon LoRA cells above ran out of memory at micro-batch 8
+# where the plan predicted 86 GB allocated (h200-x1-families-layernorm-2026-12-05): the same LoRA at micro-batch 2,
+# compiled as the plan's bf16 pick and eager, for the peak Falcon's layer really reaches; predicted before the call
+# (results/predicted/falcon-memory-2026-12-05.json).
+FALCON_MEMORY = (replace(FALCON_LORA_BF16, micro_batch=2), replace(FALCON_LORA_BF16, micro_batch=2, compiled=False))
 
 # Chosen on 2026-12-05 (tenth session) before any ran: a head width no attention row has (bench/models/gemma2-default
 # .json, transformers' default Gemma-2: Gemma-2-2B's shape, 8/4 heads 256 wide, logit softcapping, so flex: the class
@@ -342,6 +347,7 @@ FAMILY_CELLS: tuple[Cell, ...] = (
     *QWEN15_MOE,
     *STARCODER2,
     *LAYERNORM_FAMILIES,
+    *FALCON_MEMORY,
     *HEAD_WIDTH,
 )
 
