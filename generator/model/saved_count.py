@@ -82,9 +82,10 @@ def layer_saved(
         # scan takes seconds a pass on meta)
         causal = _both(model, stack, kernel, kind, attention_share) if path != "eager" else None
         math = causal is not None and causal[0][0].math
-        eager = _both(model, stack, "eager", kind, attention_share) if path == "eager" or causal is not None else None
-        # the fp32 stream's and the compiled block's counts are taken linear in the tokens: not the math kernel's
+        # eager's score, the fp32 stream's and the compiled block's counts: not where the math kernel keeps its own
+        # scores (the stream's and the compiled block's are taken linear in the tokens)
         grows_linearly = causal is not None and not math
+        eager = _both(model, stack, "eager", kind, attention_share) if path == "eager" or grows_linearly else None
         stream = _counts(model, stack, kernel, True, kind, attention_share, torch.float32) if grows_linearly else None
         # a compiled layer's own count, of the first block of the kind past the first (not a hybrid's mix of blocks)
         block = _past_first(sorted(kind))[0] if kind else 1

@@ -77,7 +77,7 @@ def attention_rows(clock: Clock, paths: list[str], layouts, seqs, tokens: int, d
             d = width[0] if width else dim
             for seq in seqs:
                 label = f"attention {path} {heads}/{kv}x{d} s{seq}"
-                if clock.cut(f"{label}", t_end):
+                if clock.cut(label, t_end):
                     continue
                 mb = max(1, tokens // seq)
                 try:
