@@ -24,6 +24,26 @@ def _reopen_closed_standard_fds() -> None:
 _reopen_closed_standard_fds()
 
 
+def _one_core_each() -> None:
+    """Each xdist worker (and each process it launches) gets its share of the cores for torch's intra-op threads.
+    Left at torch's default, two workers on a 2-core machine run four spinning OpenMP threads: a 64 x 128 x 256
+    matmul took 0.44 ms with two threads beside a running suite, 0.19 with one (2026-12-05), and the CPU probe's test
+    ran past its two minutes on CI."""
+    workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if not workers:
+        return
+    threads = str(max(1, (os.cpu_count() or 1) // int(workers)))
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(name, threads)
+    import sys
+
+    if "torch" in sys.modules:  # a plugin imported it before this file: its pool is already sized
+        sys.modules["torch"].set_num_threads(int(threads))
+
+
+_one_core_each()
+
+
 def pytest_collection_modifyitems(config, items):
     """`make test` runs the suite on two pytest-xdist workers (--dist loadgroup). Tests that launch process groups
     (marked slow: accelerate launch, torchrun, two ranks over gloo) all go to one worker, one at a time: two of them at

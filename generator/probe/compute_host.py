@@ -45,7 +45,7 @@ def _hf_model(clock: Clock, variant: str, layers: int, compiled: bool, liger: bo
     cfg = MistralConfig(hidden_size=HIDDEN, intermediate_size=INTER, num_hidden_layers=layers,
                         num_attention_heads=HEADS, num_key_value_heads=KV_HEADS, vocab_size=512,
                         max_position_embeddings=4 * TOKENS, attn_implementation="sdpa")  # fmt: skip
-    dtype = torch.bfloat16 if variant == "lora" else torch.float32
+    dtype = clock.half if variant == "lora" else torch.float32
     return train_py_model(MistralForCausalLM(cfg).to(device=clock.device, dtype=dtype), variant, compiled, liger)
 
 
@@ -121,7 +121,7 @@ def hf_row(clock: Clock, variant: str, compiled: bool, liger: bool = False, roun
     spread of the deepest step, so a reader sees how noisy the host was. `build(clock, variant, depth, compiled,
     liger)` gives the model at each depth: the tiny Mistral unless given (compute_host_model: a named model's own)."""
     ids = torch.randint(0, 512, (1, TOKENS), device=clock.device)
-    autocast = torch.autocast(clock.device, dtype=torch.bfloat16)
+    autocast = clock.autocast()
     fns = []
     for depth in DEPTHS:
         model = (build or _hf_model)(clock, variant, depth, compiled, liger)

@@ -54,7 +54,7 @@ def _builder(cfg: dict, moe: bool):
 
         # full: fp32 masters as train.py loads them, except an MoE's, whose experts train.py casts to bf16 for
         # compute each forward (training/moe.py): a bf16 model takes the same grouped path, less two casts a layer
-        dtype = torch.bfloat16 if variant == "lora" or moe else torch.float32
+        dtype = clock.half if variant == "lora" or moe else torch.float32
         config = host_config(cfg, layers)
         attn = attn_implementation(config, clock.device == "cuda")
         model = AutoModelForCausalLM.from_config(config, dtype=dtype, attn_implementation=attn)

@@ -96,15 +96,15 @@ def _wall(clock: Clock, fn, repeats: int = 7) -> float:
 
 def variant_row(clock: Clock, variant: str, compiled: bool) -> dict:
     lora = variant == "lora"
-    dtype = torch.bfloat16 if lora else torch.float32  # train.py: LoRA on a bf16 base, full on fp32 masters
+    dtype = clock.half if lora else torch.float32  # train.py: LoRA on a bf16 base, full on fp32 masters
     layers = nn.ModuleList(_Layer(dtype, lora) for _ in range(LAYERS)).to(clock.device)
     if compiled:
         for i, layer in enumerate(layers):
             layers[i] = torch.compile(layer)
-    x0 = torch.randn(1, TOKENS, HIDDEN, device=clock.device, dtype=torch.bfloat16, requires_grad=True)
-    cos = torch.randn(TOKENS, HEAD_DIM, device=clock.device, dtype=torch.bfloat16)
+    x0 = torch.randn(1, TOKENS, HIDDEN, device=clock.device, dtype=clock.half, requires_grad=True)
+    cos = torch.randn(TOKENS, HEAD_DIM, device=clock.device, dtype=clock.half)
     sin = torch.randn_like(cos)
-    autocast = torch.autocast(clock.device, dtype=torch.bfloat16)
+    autocast = clock.autocast()
 
     def forward():
         with autocast:
