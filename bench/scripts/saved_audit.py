@@ -194,16 +194,18 @@ def _compile_layers(model, layers: int) -> None:
 
 
 def compile_blocks(blocks) -> None:
-    """Each block through dynamo and AOTAutograd with inductor's min-cut partitioner (which decides what is saved and
-    what recomputed), its graphs run uncompiled: no C++ toolchain needed."""
+    """Each block through dynamo and AOTAutograd with inductor's decompositions and min-cut partitioner (which decide
+    what is saved and what recomputed), its graphs run uncompiled: no C++ toolchain needed."""
     import torch
     from functorch.compile import min_cut_rematerialization_partition
     from torch._dynamo.backends.common import aot_autograd
+    from torch._inductor.decomposition import select_decomp_table
 
     torch._dynamo.reset()
     torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 4 * len(blocks))
     backend = aot_autograd(fw_compiler=lambda gm, _: gm, bw_compiler=lambda gm, _: gm,
-                           partition_fn=min_cut_rematerialization_partition)  # fmt: skip
+                           partition_fn=min_cut_rematerialization_partition,
+                           decompositions=select_decomp_table())  # fmt: skip
     for block in blocks:
         block.compile(backend=backend)
 

@@ -39,6 +39,7 @@ from generator.estimate.moe import (
     shared_mlp,
 )
 from generator.estimate.own_layer import compiled_count, counted_stream, fused_qkv_bytes, own_layer_delta
+from generator.estimate.precision import fp8_matmul_params
 from generator.estimate.scripts import liger_fused_loss, liger_kernels, script_facts
 from generator.estimate.states import (
     LORA_TARGETS,
@@ -156,17 +157,24 @@ def lora_saved_delta_per_token(
     `lora_A(dropout(x))` on each adapter's own fp32 copy of the input, and dropout keeps its bool mask (1 byte per
     input element) for backward; the dropped tensor itself is what lora_A's bf16 copy is made from. On an
     architecture beyond the llama names, all-linear adapts its own Linears (states.own_linears_adapted: one copy
-    for a fused qkv_proj, none for a gate it does not have; under compile each keeps its own, an upper bound)."""
+    for a fused qkv_proj, none for a gate it does not have); compiled, those the forward hands one tensor keep one
+    copy (LayerSaved.shared_inputs, found at sizing: Phi's q, k, v and fc1, StarCoder2's q, k and v). On one H200
+    (h200-x1-families-layernorm-2026-12-05.json) Phi's and StarCoder2's float8 all-linear LoRA kept 12.0 KB a token
+    and layer less than one copy each priced: 3 x 2h and 2 x 2h, what the groups share."""
     h, f = model.hidden_size, model.intermediate_size
-    if own_linears_adapted(model, targets):  # peft's all-linear on the model's own Linears: a copy for each
-        modules = adapted_modules(model, targets)
-        adapted = sum((2 * a + 2 * lora_r) * n for _, a, _, n in modules) / model.num_layers
+    # compiled, adapters handed one tensor keep one copy of it (each dropout makes its own tensor)
+    sharing = compiled and dropout == 0
+    if own_linears_adapted(model, targets):  # peft's all-linear on the model's own Linears
+        groups = model.layer_saved.shared_inputs if sharing and model.layer_saved is not None else ()
+        copy_of = {name: group[0] for group in groups for name in group}
+        copies = {copy_of.get(name, name): 2 * a * n for name, a, _, n in adapted_modules(model, targets)}
+        adapted = sum(copies.values()) + sum(2 * lora_r * n for *_, n in adapted_modules(model, targets))
+        adapted /= model.num_layers
     else:
         # each target in the share of layers that hold it (a hybrid's attention projections: its attention layers)
         inputs = {t: d[0] * target_layers(model, t) / model.num_layers for t, d in linear_dims(model).items()}
-        shared_input = {"k": "q", "v": "q", "up": "gate"} if compiled else {}  # adapters reading the same tensor
         adapted_here = adapted_targets(model, targets)
-        copies = {shared_input.get(t, t): inputs[t] for t in adapted_here}
+        copies = {_target_copy(model, t, sharing): inputs[t] for t in adapted_here}
         adapted = sum(2 * w for w in copies.values())
         adapted += 2 * lora_r * sum(target_layers(model, t) for t in adapted_here) / model.num_layers
     if dropout > 0:  # one mask per adapter (each applies its own dropout), shared inputs or not
@@ -179,11 +187,29 @@ def lora_saved_delta_per_token(
         counted += 2 * shared
     if shared and mlp_names_reach_linears(model.model_type):  # peft adapts a shared expert's gate, up, down by name
         mlp = {"gate": h, "up": h, "down": shared}
-        kept = {shared_input.get(t, t): mlp[t] for t in ("gate", "up", "down") if t in targets}
+        kept = {_target_copy(model, t, sharing, counted=False): mlp[t] for t in ("gate", "up", "down") if t in targets}
         adapted += sum(2 * w for w in kept.values()) + 2 * lora_r * sum(t in targets for t in mlp)
     frozen_norms = 0 if liger else 2 * r * h
     frozen_norms += head_norm_bytes(model, liger) - head_norm_bytes(model, liger, frozen=True)
     return float(adapted - counted - frozen_norms)
+
+
+LLAMA_SHARED_INPUTS = {"k": "q", "v": "q", "up": "gate"}
+"""The llama layer's projections handed one tensor (q, k and v the attention norm's output; gate and up the MLP
+norm's), where sizing found no groups of the model's own (LayerSaved.shared_inputs)."""
+
+
+def _target_copy(model: ModelSpec, target: str, sharing: bool, counted: bool = True) -> str:
+    """Which copy of its input an adapter on llama-named `target` keeps under compile: the target itself, or the first
+    of the projections handed the same tensor (the model's counted groups: Cohere's q, k, v, gate and up share its one
+    norm's output; else LLAMA_SHARED_INPUTS)."""
+    if not sharing:
+        return target
+    groups = model.layer_saved.shared_inputs if counted and model.layer_saved is not None else ()
+    by_leaf = {name.rsplit(".", 1)[-1]: group[0] for group in groups for name in group}
+    if f"{target}_proj" in by_leaf:
+        return by_leaf[f"{target}_proj"]
+    return LLAMA_SHARED_INPUTS.get(target, target)
 
 
 def _transient_f_bytes(model: ModelSpec, workload: Workload, residual: int) -> float:
@@ -221,8 +247,9 @@ def _layer_bytes(model: ModelSpec, workload: Workload, r: float, liger: bool) ->
     per_token = layer_saved_bytes_per_token(model, r, shapes, path, workload.method, compiled)
     full = workload.method == "full"
     tokens = workload.seq_len * workload.micro_batch
+    fp8 = workload.precision == "fp8" and workload.method != "qlora"
     formula = _formula_as_counted(model, full, r, compiled)
-    per_token += own_layer_delta(model, full, shapes, r, formula, tokens, compiled)
+    per_token += own_layer_delta(model, full, shapes, r, formula, tokens, compiled, fp8)
     if not full:
         per_token += lora_saved_delta_per_token(
             model, r, workload.lora_r, shapes, path, compiled, workload.lora_targets, workload.lora_dropout,
@@ -282,6 +309,9 @@ def activation_terms(model: ModelSpec, workload: Workload, strategy: str) -> dic
         layer_casts = 2.0 * (model.params_per_layer - (0 if saved else expert_params(model) / model.num_layers))
         if workload.method == "full" or not workload.grad_checkpointing:
             all_casts = 2.0 * (model.params_total - model.params_embedding - (0 if cached else expert_params(model)))
+        if workload.precision == "fp8":  # torchao casts a float8 Linear's fp32 weight to fp8 itself: no bf16 copy
+            float8 = 2.0 * fp8_matmul_params(model)
+            layer_casts, all_casts = max(layer_casts - float8 / model.num_layers, 0.0), max(all_casts - float8, 0.0)
     mask = sum(held_mask for _, _, (held_mask, _) in groups)
     layer_mask = max(derived for _, _, (_, derived) in groups)
     all_layer_masks = sum(n * derived for n, _, (_, derived) in groups)

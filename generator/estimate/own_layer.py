@@ -64,6 +64,7 @@ def own_layer_delta(
     formula: float | None,
     tokens: int,
     compiled: bool = False,
+    fp8: bool = False,
 ) -> float:
     """Bytes per token and layer the model's own layer keeps beyond the formula: its count less `formula` (what the
     formula prices for the layer as counted, activations._formula_as_counted), with what it keeps whatever its
@@ -71,15 +72,16 @@ def own_layer_delta(
     Liger's or inductor's norms, which keep only their input, where the count ran the model's own; the rest of the
     difference (an MLP's, a projection's) is taken as counted. A full fine-tune on an fp32 stream takes the fp32
     count where there is one (counted_stream). `compiled` (float8, --compile-layers): the compiled block's own count
-    where there is one (compiled_count), against `formula` priced as compiled."""
+    where there is one (compiled_count; `fp8`: with float8 Linears), against `formula` priced as compiled."""
     counted = model.layer_saved
     if counted is None or formula is None:
         return norms_delta_per_token(model, trained, fused, residual)
     per_token, per_layer = (
         (counted.trained, counted.per_layer) if trained else (counted.frozen, counted.per_layer_frozen)
     )
-    if compiled and compiled_count(model, trained, residual) is not None:  # the partitioner's choice, as counted
-        return compiled_count(model, trained, residual) + per_layer / tokens - formula
+    count = compiled_count(model, trained, residual, fp8) if compiled else None
+    if count is not None:  # the partitioner's choice, as counted
+        return count + per_layer / tokens - formula
     if counted_stream(model, trained, residual) == 4:
         per_token = counted.trained_fp32
     delta = per_token + per_layer / tokens - formula
@@ -88,15 +90,21 @@ def own_layer_delta(
     return delta
 
 
-def compiled_count(model: ModelSpec, trained: bool, residual: int) -> float | None:
+def compiled_count(model: ModelSpec, trained: bool, residual: int, fp8: bool = False) -> float | None:
     """Bytes per token the model's own decoder block keeps compiled (LayerSaved.compiled: inductor's min-cut
-    partitioner, counted at sizing), trained at the stream counted_stream names or frozen; None where not counted."""
+    partitioner, counted at sizing), trained at the stream counted_stream names or frozen; None where not counted.
+    `fp8`: with train.py's float8 Linears, whose trained block keeps their inputs cast (LayerSaved.compiled_fp8; the
+    bf16 block's count where torchao was not there to count it); frozen, the bf16 block's."""
     counted = model.layer_saved
     if counted is None:
         return None
     if not trained:
         return counted.compiled_frozen
-    return counted.compiled_fp32 if counted_stream(model, trained, residual, compiled=True) == 4 else counted.compiled
+    fp32 = counted_stream(model, trained, residual, compiled=True) == 4
+    low = counted.compiled_fp8_fp32 if fp32 else counted.compiled_fp8
+    if fp8 and low is not None:
+        return low
+    return counted.compiled_fp32 if fp32 else counted.compiled
 
 
 def counted_stream(model: ModelSpec, trained: bool, residual: int, compiled: bool = False) -> int:

@@ -11,7 +11,8 @@ memory and FSDP2 terms below come from torchao's source and are not fitted. Sour
 - Tensorwise scaling (torchao `Float8LinearConfig` default recipe, the one the issue measured fastest): each float8
   Linear takes the absolute maximum of its input and of its weight (one reduction pass each), casts both to fp8 in
   forward, and does the same for the output gradient in backward; backward also needs the input and the weight
-  transposed in fp8 (torchao saves the high-precision tensors and recasts them).
+  transposed in fp8 (torchao saves the high-precision tensors and recasts them; compiled, inductor's partitioner may
+  keep the float8 cast instead: model.compiled_count counts what it keeps).
 - FSDP2 float8 all-gather (`enable_fsdp_float8_all_gather`, on by default in accelerate's `AORecipeKwargs`): the
   shard is cast to fp8 before the all-gather, so the gathered Linear weights travel in 1 byte instead of 2.
 MFU stays in bf16-equivalent FLOPs (estimate.timing.model_flops_per_token over the dense bf16 peak), so fp8 rows
@@ -77,5 +78,7 @@ def fp8_weight_params(model: ModelSpec) -> int:
 
 def transient_fp8_bytes(model: ModelSpec) -> float:
     """Float8 copies alive at once: one Linear's fp8 weight and its transpose (the largest), freed after its GEMM.
-    Saved activations stay bf16 (torchao saves the high-precision tensors), so no activation term changes."""
+    What the layers save is the compiled block's count with float8 Linears (model.compiled_count: torchao saves the
+    high-precision tensors, but the partitioner keeps an input cast to float8 where nothing else needs it), and an fp32
+    weight of a float8 Linear has no autocast bf16 copy (activations.activation_terms)."""
     return 2.0 * max((a * b for a, b, _ in _float8_linears(model)), default=0)

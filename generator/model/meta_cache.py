@@ -1,6 +1,6 @@
 """Counts of a model built on the meta device, kept on disk. The build imports torch and transformers (3-15 s), so a
 second plan of the same architecture answers from this file with neither imported. An entry is keyed by the config,
-the installed transformers and the code that counts (generator/model/meta.py, saved_count.py, pass_count.py,
+the installed transformers and torchao and the code that counts (generator/model/meta.py, saved_count.py, pass_count.py,
 cuda_autocast.py, compiled_count.py and op_count.py): a change to any of them misses, never answers stale. A cache
 that cannot be read or written is passed over (a read-only home still plans); a config transformers refuses is never
 cached, so its one-line error comes every time."""
@@ -57,6 +57,10 @@ def entry(config: dict) -> Path | None:
         return None
     key = hashlib.sha256(json.dumps(config, sort_keys=True, default=repr).encode())
     key.update(installed.encode())
+    try:  # the float8 count converts the block with torchao's Float8Linear (model.compiled_count)
+        key.update(version("torchao").encode())
+    except PackageNotFoundError:
+        key.update(b"no torchao")
     counters = (meta, config_dims, saved_count, saved_storages, pass_count, cuda_autocast, compiled_count, op_count)
     for counter in counters:
         key.update(Path(counter.__file__).read_bytes())
@@ -79,9 +83,14 @@ def _from_json(d: dict) -> MetaCounts:
         norms=tuple(tuple(x) for x in d.get("norms", ())),
         position_table=bool(d.get("position_table", False)),
         not_linear=tuple(d.get("not_linear", ())),
-        saved=LayerSaved(*d["saved"]) if d.get("saved") else None,
+        saved=_saved(d["saved"]) if d.get("saved") else None,
         ops=LayerOps(*(tuple(x) for x in d["ops"])) if d.get("ops") else None,
     )
+
+
+def _saved(values: list) -> LayerSaved:
+    saved = LayerSaved(*values)
+    return saved._replace(shared_inputs=tuple(tuple(group) for group in saved.shared_inputs))
 
 
 def _read(path: Path) -> MetaCounts | None:

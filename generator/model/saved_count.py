@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextlib
 from typing import NamedTuple
 
-from generator.model.compiled_count import compiled_counts
+from generator.model.compiled_count import NOT_COUNTED, compiled_counts
 from generator.model.cuda_autocast import cuda_autocast
 from generator.model.pass_count import counter
 from generator.model.saved_storages import SavedStorages
@@ -90,7 +90,7 @@ def layer_saved(
         # a compiled layer's own count, of the first block of the kind past the first (not a hybrid's mix of blocks)
         block = _past_first(sorted(kind))[0] if kind else 1
         one_kind = grows_linearly and attention_share is None and block < len(stack)
-        compiled = compiled_counts(model, stack, block, kernel) if one_kind else (None, None, None)
+        compiled = compiled_counts(model, stack, block, kernel) if one_kind else NOT_COUNTED
     finally:
         stack.extend(rest)
         model.to(torch.bfloat16).requires_grad_(True)
@@ -115,10 +115,11 @@ def layer_saved(
         path = "sdpa_dense" if causal[0][0].masked else path
     passes = (causal or eager)[0][-1].passes
     fp32 = None if stream is None else round(_linear(stream)[1], 1)
-    compiled = [None if c is None else round(c, 1) for c in compiled]
+    *counts, shared_inputs = compiled
+    counts = [None if c is None else round(c, 1) for c in counts]
     return LayerSaved(
         path, round(linear, 1), round(frozen, 1), score, round(max(constant, 0.0)), round(max(frozen_constant, 0.0)),
-        None if passes is None else round(passes, 1), fp32, *compiled,
+        None if passes is None else round(passes, 1), fp32, *counts, shared_inputs,
     )  # fmt: skip
 
 

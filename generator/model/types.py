@@ -41,6 +41,15 @@ class LayerSaved(NamedTuple):
     """The same with the weights frozen (LoRA's base before its adapters)."""
     compiled_fp32: float | None = None
     """The same trained with fp32 weights (a full fine-tune's fp32 stream)."""
+    compiled_fp8: float | None = None
+    """The compiled block trained with torchao's float8 Linears (train.py --precision fp8), bf16 weights; None where
+    not counted (as compiled, or torchao not installed at sizing). Frozen, a float8 block keeps what compiled_frozen
+    says."""
+    compiled_fp8_fp32: float | None = None
+    """The same with fp32 weights."""
+    shared_inputs: tuple[tuple[str, ...], ...] = ()
+    """Groups of the block's GEMM modules (names as in ModelSpec.layer_linears) its forward hands one tensor: q, k
+    and v; Phi's fc1 with them. Compiled, peft's adapters on one group keep one bf16 copy of that tensor."""
 
 
 class LayerOps(NamedTuple):

@@ -1,0 +1,75 @@
+"""What a compiled decoder layer with train.py's float8 Linears keeps (model.compiled_count, LayerSaved.compiled_fp8),
+counted at sizing on one meta block, against the same layers run for real: a tiny model on the CPU with torchao's
+Float8Linear (train.py's filter), each layer past the first through dynamo and AOTAutograd with inductor's
+decompositions and partitioner (bench/scripts/saved_audit.compile_blocks), its saved tensors counted at two lengths so
+that what grows with the tokens is compared (float8's cast weights do not). On one H200 the float8 layers of Phi kept
+about 30 KB a token and layer less than the compiled bf16 count priced (h200-x1-families-layernorm-2026-12-05.json)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+pytest.importorskip("torchao.float8")
+
+from bench.scripts.saved_audit import DROPOUT_KEYS, FAMILIES, WIDTHS, compile_blocks, saved_bytes_per_layer  # noqa: E402
+
+LAYERS, CHECKED, LENGTHS = 4, slice(1, 3), (256, 512)
+
+
+def _config(model_type: str):
+    from transformers import AutoConfig
+
+    config = AutoConfig.for_model(model_type, **{**WIDTHS, "num_hidden_layers": LAYERS}, **FAMILIES[model_type])
+    for key in DROPOUT_KEYS:
+        if isinstance(getattr(config, key, None), float):
+            setattr(config, key, 0.0)
+    return config
+
+
+def _real_per_token(config, trained: bool) -> float:
+    """Bytes per token a checked layer keeps, run for real: the slope between LENGTHS of their mean."""
+    from torchao.float8 import convert_to_float8_training
+    from torchao.float8.float8_linear import Float8Linear
+    from transformers import AutoModelForCausalLM
+
+    from training.precision import fp8_filter
+
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(config, attn_implementation="sdpa").to(torch.bfloat16).train()
+    model.requires_grad_(trained)
+    model.get_input_embeddings().requires_grad_(True)  # frozen layers still pass the input's gradient back
+    convert_to_float8_training(model, module_filter_fn=fp8_filter)
+    for (
+        m
+    ) in model.modules():  # torchao casts a Linear's input to autocast's dtype on a GPU (the CPU has no CUDA autocast)
+        if isinstance(m, Float8Linear):
+            m.register_forward_pre_hook(lambda m, a: (a[0].to(torch.bfloat16), *a[1:]))
+    compile_blocks(model.get_decoder().layers[CHECKED])
+    counts = []
+    for seq in LENGTHS:
+        ids = torch.randint(0, WIDTHS["vocab_size"], (1, seq))
+        kept = saved_bytes_per_layer(model, {"input_ids": ids, "labels": ids}, LAYERS)[CHECKED]
+        counts.append(sum(kept) / len(kept))
+    return (counts[1] - counts[0]) / (LENGTHS[1] - LENGTHS[0])
+
+
+def test_a_float8_layer_keeps_what_its_count_says(tmp_path: Path, monkeypatch):
+    """Phi (sized on the meta device; a llama-family config is sized in closed form, without a count). It runs
+    attention and MLP side by side on one LayerNorm output, so sizing also finds q, k, v and fc1 handed one tensor,
+    which peft's adapters on them, compiled, keep once (estimate.activations.lora_saved_delta_per_token)."""
+    from generator.model import load_model
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    config = _config("phi")
+    (tmp_path / "config.json").write_text(json.dumps({**config.to_dict(), "model_type": "phi"}, default=str))
+    saved = load_model(str(tmp_path)).layer_saved
+    real = _real_per_token(config, trained=True)
+    assert saved.compiled_fp8 == pytest.approx(real, rel=0.03), (saved, real)
+    assert saved.compiled_fp8 < 0.9 * saved.compiled  # the inputs kept cast: what the bf16 count would over-price
+    assert _real_per_token(config, trained=False) == pytest.approx(saved.compiled_frozen, rel=0.03)
+    assert saved.shared_inputs == (("mlp.fc1", "self_attn.k_proj", "self_attn.q_proj", "self_attn.v_proj"),)
