@@ -122,7 +122,10 @@ RECIPES: tuple[Recipe, ...] = (
 
 
 def plan_argv(recipe: Recipe) -> list[str]:
-    return ["plan", *recipe.args, "--output", f"{RECIPES_DIR}/{recipe.name}/{CONFIG_NAME}", "--force"]
+    """The recipe's plan arguments, in bf16 where it names no precision: the recipes' measured evidence is bf16, and
+    --precision auto takes float8 where torchao is installed, so the printed command says so to make the same plan."""
+    bf16 = () if "--precision" in recipe.args else ("--precision", "bf16")
+    return ["plan", *recipe.args, *bf16, "--output", f"{RECIPES_DIR}/{recipe.name}/{CONFIG_NAME}", "--force"]
 
 
 def plan_command(recipe: Recipe) -> str:
@@ -130,11 +133,10 @@ def plan_command(recipe: Recipe) -> str:
 
 
 def make_recipe_plan(recipe: Recipe):
-    """The Plan `python -m generator plan <args>` makes, through the CLI's own parser and request builder, in bf16:
-    the recipes' measured evidence is bf16 (--precision auto would take fp8 where torchao is installed)."""
+    """The Plan `python -m generator plan <args>` makes, through the CLI's own parser and request builder (bf16:
+    plan_argv)."""
     args = build_parser("plan").parse_args(plan_argv(recipe))
-    request = replace(request_from_args(args), precision="bf16")
-    return make_plan(topology_from_args(args), load_model(args.model), request)
+    return make_plan(topology_from_args(args), load_model(args.model), request_from_args(args))
 
 
 def regenerate(out_dir: str | Path = RECIPES_DIR) -> list[Path]:

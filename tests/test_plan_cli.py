@@ -22,7 +22,7 @@ def run_json(capsys, *extra) -> dict:
 
 
 def test_json_has_the_estimator_fields_and_the_choice(capsys):
-    d = run_json(capsys, "--num-gpus", "4", "--global-batch", "32")
+    d = run_json(capsys, "--num-gpus", "4", "--global-batch", "32", "--precision", "bf16")  # fp8: DDP alone
     for key in ("strategy", "gpu_ids", "num_processes", "gradient_accumulation_steps", "grad_checkpointing",
                 "reasons", "config_path", "launch_command", "micro_batch", "hsdp", "estimates"):  # fmt: skip
         assert key in d, key
@@ -69,7 +69,7 @@ def test_output_is_checked_before_any_work(tmp_path, capsys):
 
 def test_forced_strategy_that_does_not_fit_is_written_only_with_force(tmp_path, capsys):
     target = tmp_path / "ddp.yaml"
-    args = [*BASE, "--num-gpus", "8", "--strategy", "ddp", "--output", str(target)]
+    args = [*BASE, "--num-gpus", "8", "--strategy", "ddp", "--precision", "bf16", "--output", str(target)]
     assert main(args) == 2
     err = capsys.readouterr().err
     assert "does not fit" in err and "--force" in err and not target.exists()
@@ -125,9 +125,10 @@ def test_bad_flags_fail_with_one_line(flag, value, capsys):
 
 
 def test_flex_attention_reaches_the_launch_command_and_pays_more_the_shorter_the_documents(capsys):
-    sdpa = run_json(capsys, "--num-gpus", "2", "--global-batch", "8", "--attention", "sdpa")
-    long_docs = run_json(capsys, "--num-gpus", "2", "--global-batch", "8", "--attention", "flex")
-    short = run_json(capsys, "--num-gpus", "2", "--global-batch", "8", "--attention", "flex", "--doc-tokens", "200")
+    bf16 = ("--num-gpus", "2", "--global-batch", "8", "--precision", "bf16")  # the fsdp row it compares
+    sdpa = run_json(capsys, *bf16, "--attention", "sdpa")
+    long_docs = run_json(capsys, *bf16, "--attention", "flex")
+    short = run_json(capsys, *bf16, "--attention", "flex", "--doc-tokens", "200")
     assert "--attn-implementation flex_attention" in long_docs["launch_command"]
     assert "--attn-implementation" not in sdpa["launch_command"]  # train.py's default, sdpa
 

@@ -17,7 +17,7 @@ from generator.cli import main
 from generator.topology import REFERENCE_MACHINES
 from generator.wizard import flow
 
-DOWN, ENTER, CTRL_C, BACKSPACE = "\x1b[B", "\r", "\x03", "\x7f"
+DOWN, UP, ENTER, CTRL_C, BACKSPACE = "\x1b[B", "\x1b[A", "\r", "\x03", "\x7f"
 ROOT = Path(__file__).resolve().parents[1]
 REAL_DETECT_LIVE = flow.detect_live  # before the autouse fixture pins it to "no GPU"
 
@@ -45,9 +45,10 @@ def wizard(keys: list[str]) -> int:
 
 
 # machine, model, method, seq len, micro-batch, global batch, kernels (the planner's pick), document length, script,
-# machines, precision (bf16; asked on this fp8 GPU for a full fine-tune that fits)
+# machines, precision (asked on this fp8 GPU for a full fine-tune that fits: bf16, the first choice; the cursor starts
+# on the recommended one, float8 here)
 SETUP = [machine("hgx-h200-8"), ENTER, ENTER, ENTER, ENTER, replace_text("auto", "64"), ENTER, ENTER, ENTER, ENTER]
-SETUP += [ENTER]
+SETUP += [UP + ENTER]
 
 
 def test_accept_writes_the_config_and_prints_the_launch_command(tmp_path, capsys):
@@ -280,8 +281,9 @@ def test_offload_is_a_review_choice_until_allowed():
 
 
 def test_advice_is_in_the_wizards_words(tmp_path, capsys):
-    """Forcing ddp on h200-nvl-8: the reasons name the wizard's menu choices, never a flag the wizard cannot take."""
-    keys = [machine("h200-nvl-8"), *SETUP[1:], DOWN + ENTER, "ddp" + ENTER, ENTER, "n", "Quit" + ENTER]
+    """Forcing ddp on hgx-h200-8 in bf16 (SETUP's precision: float8 DDP fits there): the reasons name the wizard's
+    menu choices, never a flag the wizard cannot take."""
+    keys = [*SETUP, DOWN + ENTER, "ddp" + ENTER, ENTER, "n", "Quit" + ENTER]
     assert wizard(keys) == 0
     out = " ".join(capsys.readouterr().out.split())
     assert "answer yes to 'Write it anyway?'" in out and "pick 'auto' under 'Choose another strategy'" in out
@@ -325,9 +327,9 @@ def test_the_trial_refusal_names_the_wizards_model_question():
 
 
 def test_fp8_chosen_reaches_the_launch_command_and_the_header(tmp_path, capsys):
-    """h200-sxm-2, full fine-tune: the precision question is asked; its second choice (fp8) gives train.py
-    --precision fp8 and the header's predicted-only line."""
-    assert wizard([machine("h200-sxm-2"), *SETUP[1:-1], DOWN + ENTER, ENTER, ENTER]) == 0  # fp8, accept, path
+    """h200-sxm-2, full fine-tune: the precision question is asked with the cursor on its recommended choice, fp8
+    here, which gives train.py --precision fp8 and the header's predicted-only line."""
+    assert wizard([machine("h200-sxm-2"), *SETUP[1:-1], ENTER, ENTER, ENTER]) == 0  # fp8, accept, path
     assert "--precision fp8" in capsys.readouterr().out
     assert "Precision: fp8, PREDICTED, NOT MEASURED" in (tmp_path / "accelerate_config.yaml").read_text()
 

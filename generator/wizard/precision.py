@@ -91,7 +91,8 @@ def precision_choices(answers: Answers) -> list[tuple[str, str]]:
     ]
 
 
-PRECISION = QuestionSpec("precision", "select", "Precision?", precision_choices, default=lambda a: a["_gain"].default)
+# the recommended choice answers "auto" (precision_choices), so it is the one the cursor starts on
+PRECISION = QuestionSpec("precision", "select", "Precision?", precision_choices, default="auto")
 
 
 def for_method(request: PlanRequest, method: str) -> PlanRequest:
