@@ -59,7 +59,9 @@ def test_every_recipe_readme_states_hardware_method_numbers_and_commands():
         text = readme(r.name)
         for needle in ("- Hardware:", "- Model and method:", "## Why this strategy for this wiring", "(predicted)"):
             assert needle in text, (r.name, needle)
-        assert f"python -m generator plan {' '.join(r.args)} --output {RECIPES_DIR}/{r.name}/config.yaml" in text
+        assert f"python -m generator plan {' '.join(r.args)} " in text  # then bf16 where it names no precision
+        assert f"--output {RECIPES_DIR}/{r.name}/config.yaml --force" in text
+        assert "--precision" in text.split("python -m generator plan", 1)[1].splitlines()[0]
         assert f"accelerate launch --config_file {RECIPES_DIR}/{r.name}/config.yaml" in text
         assert "CUDA_DEVICE_ORDER=PCI_BUS_ID accelerate launch" in text
         # every number is labelled: "measured" appears only with its machine, date and file
