@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import os
 
+from generator.catalog.gpus import fp8_aligned
 from generator.errors import UserError
 
 FP8_MIN_CAPABILITY = (8, 9)  # Ada (8.9) and Hopper (9.0) are the first with float8 tensor cores; Blackwell has them too
 FP8_RECIPES = ("tensorwise", "rowwise")
-# float8 GEMMs (torch._scaled_mm) need both dims of the weight divisible by 16.
-FP8_DIM_MULTIPLE = 16
 # The output projection stays bf16: its activations feed the loss's softmax directly, where float8's 3 mantissa bits
 # cost the most, and torchtitan and torchao's own filters leave it out for the same reason.
 FP8_SKIPPED_NAMES = ("lm_head",)
@@ -72,7 +71,7 @@ def fp8_filter(module, fqn: str) -> bool:
     parts = fqn.split(".")
     if parts[-1] in FP8_SKIPPED_NAMES or any(p.startswith(LORA_ADAPTER_PREFIX) for p in parts):
         return False
-    return module.in_features % FP8_DIM_MULTIPLE == 0 and module.out_features % FP8_DIM_MULTIPLE == 0
+    return fp8_aligned(module.in_features, module.out_features)
 
 
 def fp8_config(recipe: str, fsdp2: bool):

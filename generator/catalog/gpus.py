@@ -14,6 +14,13 @@ from functools import lru_cache
 
 FP8_ARCHITECTURES = ("Hopper", "Ada", "Blackwell")
 """Architectures whose tensor cores run fp8 (Transformer Engine / torchao fp8 matmuls)."""
+FP8_DIM_MULTIPLE = 16
+"""torch._scaled_mm's alignment: train.py's float8 filter converts a Linear only when both dims divide by it."""
+
+
+def fp8_aligned(*dims: int) -> bool:
+    """Whether a GEMM of these dims can run in float8 (FP8_DIM_MULTIPLE)."""
+    return all(d % FP8_DIM_MULTIPLE == 0 for d in dims)
 
 
 @dataclass(frozen=True)

@@ -165,11 +165,10 @@ def lora_saved_delta_per_token(
     # compiled, adapters handed one tensor keep one copy of it (each dropout makes its own tensor)
     sharing = compiled and dropout == 0
     if own_linears_adapted(model, targets):  # peft's all-linear on the model's own Linears
-        groups = model.layer_saved.shared_inputs if sharing and model.layer_saved is not None else ()
-        copy_of = {name: group[0] for group in groups for name in group}
-        copies = {copy_of.get(name, name): 2 * a * n for name, a, _, n in adapted_modules(model, targets)}
-        adapted = sum(copies.values()) + sum(2 * lora_r * n for *_, n in adapted_modules(model, targets))
-        adapted /= model.num_layers
+        copy_of = _input_copy_of(model) if sharing else {}
+        modules = adapted_modules(model, targets)
+        copies = {copy_of.get(name, name): 2 * a * n for name, a, _, n in modules}
+        adapted = (sum(copies.values()) + sum(2 * lora_r * n for *_, n in modules)) / model.num_layers
     else:
         # each target in the share of layers that hold it (a hybrid's attention projections: its attention layers)
         inputs = {t: d[0] * target_layers(model, t) / model.num_layers for t, d in linear_dims(model).items()}
@@ -199,17 +198,21 @@ LLAMA_SHARED_INPUTS = {"k": "q", "v": "q", "up": "gate"}
 norm's), where sizing found no groups of the model's own (LayerSaved.shared_inputs)."""
 
 
+def _input_copy_of(model: ModelSpec) -> dict[str, str]:
+    """{GEMM module name: the first of its group} for the groups sizing found handed one tensor
+    (LayerSaved.shared_inputs); empty without a count."""
+    groups = model.layer_saved.shared_inputs if model.layer_saved is not None else ()
+    return {name: group[0] for group in groups for name in group}
+
+
 def _target_copy(model: ModelSpec, target: str, sharing: bool, counted: bool = True) -> str:
     """Which copy of its input an adapter on llama-named `target` keeps under compile: the target itself, or the first
     of the projections handed the same tensor (the model's counted groups: Cohere's q, k, v, gate and up share its one
     norm's output; else LLAMA_SHARED_INPUTS)."""
     if not sharing:
         return target
-    groups = model.layer_saved.shared_inputs if counted and model.layer_saved is not None else ()
-    by_leaf = {name.rsplit(".", 1)[-1]: group[0] for group in groups for name in group}
-    if f"{target}_proj" in by_leaf:
-        return by_leaf[f"{target}_proj"]
-    return LLAMA_SHARED_INPUTS.get(target, target)
+    by_leaf = {name.rsplit(".", 1)[-1]: first for name, first in (_input_copy_of(model) if counted else {}).items()}
+    return by_leaf.get(f"{target}_proj") or LLAMA_SHARED_INPUTS.get(target, target)
 
 
 def _transient_f_bytes(model: ModelSpec, workload: Workload, residual: int) -> float:

@@ -23,13 +23,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
+from generator.catalog.gpus import fp8_aligned
 from generator.estimate.moe import expert_layer_count, expert_matrices, expert_rows
 from generator.estimate.states import adapted_modules
 from generator.estimate.types import Workload
 from generator.model.types import ModelSpec
-
-FP8_DIM_MULTIPLE = 16
-"""torch._scaled_mm's alignment: the float8 filter converts a Linear only when both dims divide by it."""
 
 
 @dataclass(frozen=True)
@@ -64,10 +62,6 @@ class Experts:
     trained: bool
 
 
-def _aligned(*dims: int) -> bool:
-    return all(d % FP8_DIM_MULTIPLE == 0 for d in dims)
-
-
 def linears(model: ModelSpec, workload: Workload) -> list[Linear]:
     """Every dense GEMM-bearing Linear of the model, LoRA's adapters included."""
     h, q, kv = model.hidden_size, model.num_heads * model.head_dim, model.num_kv_heads * model.head_dim
@@ -77,14 +71,15 @@ def linears(model: ModelSpec, workload: Workload) -> list[Linear]:
         dims.update({"gate": (h, i), "up": (h, i), "down": (i, h)})
     if model.layer_linears:
         out = [
-            Linear(n, a, b, c, full, _aligned(a, b) and n not in model.not_linear) for n, a, b, c in model.layer_linears
+            Linear(n, a, b, c, full, fp8_aligned(a, b) and n not in model.not_linear)
+            for n, a, b, c in model.layer_linears
         ]
     else:
-        out = [Linear(n, a, b, layers, full, _aligned(a, b)) for n, (a, b) in dims.items()]
+        out = [Linear(n, a, b, layers, full, fp8_aligned(a, b)) for n, (a, b) in dims.items()]
     e = model.num_experts
     if e and not any(lin.n_out == e and lin.k_in == h and "attn" not in lin.name for lin in out):
         # the router is a Linear of its own only in some builds (Llama-4's Llama4Router); add it where none reads h
-        out.append(Linear("router", h, e, expert_layer_count(model), full, _aligned(h, e)))
+        out.append(Linear("router", h, e, expert_layer_count(model), full, fp8_aligned(h, e)))
     out.append(Linear("lm_head", h, _lm_head_width(model, out), 1, full, False))
     if workload.method != "full":
         r = workload.lora_r

@@ -21,7 +21,7 @@ compare with bf16 rows.
 
 from __future__ import annotations
 
-from generator.catalog.gpus import find_gpu
+from generator.catalog.gpus import find_gpu, fp8_aligned
 from generator.model.types import ModelSpec
 
 PRECISIONS = ("bf16", "fp8")
@@ -48,21 +48,17 @@ def fp8_refusal(gpu_name: str) -> str:
     )
 
 
-def _aligned(*dims: int) -> bool:
-    return all(d % 16 == 0 for d in dims)
-
-
 def _float8_linears(model: ModelSpec) -> list[tuple[int, int, int]]:
     """(in, out, instances) of the decoder Linears torchao converts (both dims divisible by 16): a meta-sized model's
     own (ModelSpec.layer_linears, less its Conv1D: not nn.Linear), else the config's projections in every layer. MoE
     experts are not among them: transformers 5 holds them as parameters of one module, not nn.Linear, so torchao
     leaves them bf16 (issue 26); the router's width (the expert count) does not divide by 16."""
     if model.layer_linears:
-        return [(a, b, c) for n, a, b, c in model.layer_linears if _aligned(a, b) and n not in model.not_linear]
+        return [(a, b, c) for n, a, b, c in model.layer_linears if fp8_aligned(a, b) and n not in model.not_linear]
     h, q, kv = model.hidden_size, model.num_heads * model.head_dim, model.num_kv_heads * model.head_dim
     i = model.intermediate_size
     dims = [(h, q), (h, kv), (h, kv), (q, h)] + ([] if model.num_experts else [(h, i), (h, i), (i, h)])
-    return [(a, b, model.num_layers) for a, b in dims if _aligned(a, b)]
+    return [(a, b, model.num_layers) for a, b in dims if fp8_aligned(a, b)]
 
 
 def fp8_matmul_params(model: ModelSpec) -> int:

@@ -31,9 +31,6 @@ TOKENS = 256
 """Sequence length of the count (batch 1). What a block saves whatever its tokens is its weights and their casts,
 which are left out, so one length gives the bytes per token."""
 
-FLOAT8_ALIGN = 16
-"""train.py's float8 filter (training/precision.py): an nn.Linear whose in and out features both divide by this."""
-
 
 class Compiled(NamedTuple):
     """Bytes per token a compiled block keeps (None where not traced), and which of its GEMM modules read one tensor."""
@@ -56,20 +53,20 @@ def compiled_counts(model, stack, block: int, kernel: str) -> Compiled:
     with them), which peft's adapters, compiled, keep one copy of."""
     import torch
 
+    # (trained, fp8) runs at each weight dtype: the frozen block runs at bf16 only (LoRA's base)
+    plan = (
+        (torch.bfloat16, ((True, False), (False, False), (True, True))),
+        (torch.float32, ((True, False), (True, True))),
+    )
     counts, groups = [], ()
     try:
-        for weights in (torch.bfloat16, torch.float32):
+        for weights, runs in plan:
             try:
                 captured = _inputs(model, stack, block, kernel, weights)
             except Exception:  # an op the eager forward cannot run here (fp32 experts): the eager rule prices it
                 captured = None
             if captured is not None and weights is torch.bfloat16:
                 groups = captured["shared_inputs"]
-            runs = (
-                ((True, False), (False, False), (True, True))
-                if weights is torch.bfloat16
-                else ((True, False), (True, True))
-            )
             counts.append({run: None if captured is None else _per_token(model, stack[block], captured, *run)
                            for run in runs})  # fmt: skip
     finally:
@@ -135,10 +132,10 @@ def _float8(layer, weights):
     except ImportError:
         return None
 
-    def takes(m, fqn: str) -> bool:
-        return (
-            isinstance(m, torch.nn.Linear) and m.in_features % FLOAT8_ALIGN == 0 and m.out_features % FLOAT8_ALIGN == 0
-        )
+    from generator.catalog.gpus import fp8_aligned
+
+    def takes(m, fqn: str) -> bool:  # train.py's filter (training/precision.fp8_filter) on a decoder block
+        return isinstance(m, torch.nn.Linear) and fp8_aligned(m.in_features, m.out_features)
 
     layer = convert_to_float8_training(copy.deepcopy(layer).to(weights), config=Float8LinearConfig(),
                                        module_filter_fn=takes)  # fmt: skip
