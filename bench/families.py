@@ -310,6 +310,15 @@ GEMMA2_LORA = _family("gemma2-default", "lora", 8192, 2, False, False, precision
 GEMMA2_LORA_BF16 = replace(GEMMA2_LORA, precision="bf16", compiled=True)
 HEAD_WIDTH = (GEMMA2_LORA, GEMMA2_LORA_BF16)
 
+# Chosen on 2026-12-05 (fifteenth session) before any ran, after the float8 count (generator/model/compiled_count.py)
+# was fixed on the CPU on Phi's and StarCoder2's float8 rows, which no longer check it blind: the plan's own pick for
+# StarCoder2 (transformers' default config) fully fine-tuned at 4,096 (float8, micro-batch 8, no checkpointing, 120.7
+# GB allocated of 135.1 usable: the count decides whether it fits) and its bf16 runner-up as the plan prints it
+# (compiled layers, micro-batch 4). Predicted in bench/results/predicted/float8-layernorm-2026-12-05.json.
+STARCODER2_FULL_FP8 = _family("starcoder2-default", "full", 4096, 8, False, False, precision="fp8")
+STARCODER2_FULL_BF16 = replace(STARCODER2_FULL_FP8, micro_batch=4, precision="bf16", compiled=True)
+FLOAT8_LAYERNORM = (STARCODER2_FULL_FP8, STARCODER2_FULL_BF16)
+
 FAMILY_CELLS: tuple[Cell, ...] = (
     MIXTRAL_QLORA,
     MIXTRAL_FULL_L4,
@@ -349,6 +358,7 @@ FAMILY_CELLS: tuple[Cell, ...] = (
     *LAYERNORM_FAMILIES,
     *FALCON_MEMORY,
     *HEAD_WIDTH,
+    *FLOAT8_LAYERNORM,
 )
 
 # (the plan's default pick, its runner-up): one lever apart, measured in the same call where the budget allows.
@@ -367,6 +377,7 @@ PICK_PAIRS: tuple[tuple[Cell, Cell], ...] = (
     (PHI, PHI_BF16),
     (FALCON_LORA, FALCON_LORA_BF16),
     (GEMMA2_LORA, GEMMA2_LORA_BF16),
+    (STARCODER2_FULL_FP8, STARCODER2_FULL_BF16),
     *COMPILE_PAIRS,
     *COMPILE_PAIRS_B,
     *COMPILE_PAIRS_C,
