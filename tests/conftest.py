@@ -1,5 +1,5 @@
-"""Suite-wide isolation: no test may read or write the user's calibration cache (plan applies it when present), and
-every process a test launches starts with standard input, output and error open."""
+"""Suite-wide isolation: no test may read or write the user's calibration cache (plan applies it when present) or its
+meta counts, and every process a test launches starts with standard input, output and error open."""
 
 import os
 
@@ -57,8 +57,18 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(autouse=True, scope="session")
 def _private_cache(tmp_path_factory):
+    """Each worker gets its own cache home, but the meta device's counts in it (generator/model/meta_cache.py) are one
+    directory the workers share: an entry is keyed by the config, the versions and the counting code and written
+    atomically, so a count one worker made answers the other's (the cold counts of the bench models cost ~95 s of CPU
+    and were made once a worker)."""
     old = os.environ.get("XDG_CACHE_HOME")
-    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("xdg-cache"))
+    home = tmp_path_factory.mktemp("xdg-cache")
+    shared = tmp_path_factory.getbasetemp().parent / "meta-counts-shared"
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # under xdist the base temp's parent is the run's, the same for all
+        shared.mkdir(exist_ok=True)
+        (home / "dist-config-generator").mkdir()
+        (home / "dist-config-generator" / "meta").symlink_to(shared, target_is_directory=True)
+    os.environ["XDG_CACHE_HOME"] = str(home)
     yield
     if old is None:
         os.environ.pop("XDG_CACHE_HOME", None)

@@ -41,10 +41,14 @@ def test_memory_target(row):
         assert abs(error_pct(e.reserved_gb, row.reserved_gb)) <= RESERVED_TOL, f"predicted {e.reserved_gb:.2f} GB"
 
 
+# Both render the whole report, which sizes every bench model on the meta device (cold, ~45 s of one core): one
+# worker runs the two, the second from the meta counts the first left in the suite's shared cache (tests/conftest.py).
+@pytest.mark.xdist_group("report")
 def test_report_is_up_to_date():
     assert report.main(["--check"]) == 0, "run: python bench/report.py"
 
 
+@pytest.mark.xdist_group("report")
 def test_check_fails_on_a_stale_report(tmp_path, monkeypatch):
     stale = tmp_path / "REPORT.md"
     stale.write_text(report.REPORT.read_text().replace("met", "missed", 1))

@@ -38,10 +38,11 @@ def test_family_cells_are_single_gpu_validation_rows_named_by_model_and_cut():
 
 def test_pick_pairs_differ_in_one_lever():
     """One lever apart; float8 against compiled bf16 layers is one (float8 compiles the layers anyway, and the plan's
-    bf16 runner-up compiles them where float8 is its pick)."""
+    bf16 runner-up compiles them where float8 is its pick), at the micro-batch the plan prints for each where the two
+    differ (float8 keeps fewer bytes a token: StarCoder2's full fine-tune fits 8 where bf16 fits 4)."""
     for pick, runner_up in families.PICK_PAIRS:
         differ = {k for k, v in asdict(pick).items() if asdict(runner_up)[k] != v}
-        if differ == {"precision", "compiled"}:
+        if differ - {"micro_batch"} == {"precision", "compiled"}:
             assert pick.precision == "fp8" and runner_up.compiled and not pick.compiled, (pick.key, runner_up.key)
             continue
         assert len(differ) == 1, (pick.key, runner_up.key, differ)

@@ -68,7 +68,7 @@ def test_a_type_peft_does_not_convert_keeps_its_shared_experts_adapters(monkeypa
     assert experts_kept_off(model, targets) == (targets, None)
 
 
-def test_the_estimate_and_the_trl_line_follow_the_same_rule(tmp_path: Path, monkeypatch):
+def test_the_estimate_and_the_trl_line_follow_the_same_rule(tmp_path: Path):
     pytest.importorskip("transformers")
     from dataclasses import replace
 
@@ -77,7 +77,6 @@ def test_the_estimate_and_the_trl_line_follow_the_same_rule(tmp_path: Path, monk
     from generator.estimate.scripts import ALL_LINEAR
     from generator.model import load_model
 
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     config, _ = _model("qwen2_moe", QWEN2_MOE)
     (tmp_path / "config.json").write_text(json.dumps({**config.to_dict(), "model_type": "qwen2_moe"}))
     qwen = load_model(str(tmp_path))

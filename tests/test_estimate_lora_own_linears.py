@@ -19,14 +19,13 @@ FAMILIES_OWN = ["phi3", "gpt_neox", "gpt2", "starcoder2", "gpt_bigcode", "bloom"
 
 
 @pytest.mark.parametrize("model_type", [*FAMILIES_OWN, "qwen3_moe", "gpt_oss"])  # an MoE's attention adapted by name
-def test_a_lora_layer_keeps_what_it_is_priced_at(tmp_path: Path, monkeypatch, model_type):
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+def test_a_lora_layer_keeps_what_it_is_priced_at(tmp_path: Path, model_type):
     row = count_one(model_type, FAMILIES[model_type], tmp_path, method="lora")
     assert 0.99 <= row["priced_over_counted"] <= 1.01, row
 
 
 @pytest.mark.parametrize("model_type", FAMILIES_OWN)
-def test_adapter_parameters_are_what_peft_trains(tmp_path: Path, monkeypatch, model_type):
+def test_adapter_parameters_are_what_peft_trains(tmp_path: Path, model_type):
     import json
 
     from peft import LoraConfig, get_peft_model
@@ -36,7 +35,6 @@ def test_adapter_parameters_are_what_peft_trains(tmp_path: Path, monkeypatch, mo
     from generator.estimate.states import lora_params, own_linears_adapted
     from generator.model import load_model
 
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     config = AutoConfig.for_model(model_type, **WIDTHS, **FAMILIES[model_type])
     (tmp_path / "config.json").write_text(json.dumps({**config.to_dict(), "model_type": model_type}, default=str))
     spec = load_model(str(tmp_path))

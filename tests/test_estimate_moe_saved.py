@@ -124,10 +124,9 @@ QWEN2_MOE = {**TINY, "model_type": "qwen2_moe", "intermediate_size": 384, "moe_i
 
 
 @pytest.mark.parametrize("method", ["full", "lora"])
-def test_a_gated_shared_expert_keeps_what_a_dense_mlp_does(tmp_path, method, monkeypatch):
+def test_a_gated_shared_expert_keeps_what_a_dense_mlp_does(tmp_path, method):
     """Qwen2-MoE: beside the routed experts every token passes a dense SwiGLU (shared_expert) whose output a sigmoid
     of a 1-wide Linear scales (estimate.moe.shared_mlp). Unpriced it left a third of each layer's saved bytes out."""
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     model, spec = _meta_sized(tmp_path, QWEN2_MOE)
     if method == "lora":
         from peft import LoraConfig, get_peft_model
@@ -143,10 +142,9 @@ def test_a_gated_shared_expert_keeps_what_a_dense_mlp_does(tmp_path, method, mon
         assert (fwd["activations"] + fwd["attention_bias"]) / LAYERS == pytest.approx(layer, rel=0.02)
 
 
-def test_ungated_shared_experts_add_what_they_keep(tmp_path, monkeypatch):
+def test_ungated_shared_experts_add_what_they_keep(tmp_path):
     """GLM-4.5's shared experts (n_shared_experts x the expert width, added without a gate): what they add to a
     layer's saved bytes, the same model counted with and without them."""
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     glm = {**TINY, "model_type": "glm4_moe", "intermediate_size": 384, "moe_intermediate_size": 128,
            "n_routed_experts": 4, "num_experts_per_tok": 2, "first_k_dense_replace": 0, "head_dim": 32,
            "n_group": 1, "topk_group": 1}  # fmt: skip

@@ -23,18 +23,16 @@ MOE = ["qwen3_moe", "olmoe", "gpt_oss"]  # GPT-OSS (biased, clamped experts; att
 
 
 @pytest.mark.parametrize("model_type", [*COUNTED, *MOE, "mistral", "mixtral"])
-def test_a_layer_keeps_what_it_is_priced_at(tmp_path: Path, monkeypatch, model_type):
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+def test_a_layer_keeps_what_it_is_priced_at(tmp_path: Path, model_type):
     row = count_one(model_type, FAMILIES[model_type], tmp_path)
     assert 0.99 <= row["priced_over_counted"] <= 1.02, row
 
 
 @pytest.mark.parametrize("model_type", ["mistral", "qwen3"])
-def test_eager_attention_keeps_six_bytes_a_score_and_not_its_product(tmp_path: Path, monkeypatch, model_type):
+def test_eager_attention_keeps_six_bytes_a_score_and_not_its_product(tmp_path: Path, model_type):
     """transformers' eager attention: softmax's fp32 output and the bf16 probabilities per score, o_proj's copy of the
     AV product and not the product: Mistral (closed form: the formula's terms) and Qwen3 (its own count) at 640
     tokens, where the formula's 2 bytes a score and the product had read 0.55 of what the layer keeps."""
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     row = count_one(model_type, FAMILIES[model_type], tmp_path, attention="eager")
     assert 0.99 <= row["priced_over_counted"] <= 1.01, row
 
@@ -52,13 +50,12 @@ def _tiny_spec(tmp_path: Path, model_type: str):
     return load_model(str(tmp_path))
 
 
-def test_a_class_that_always_builds_a_mask_takes_the_masked_kernel(tmp_path: Path, monkeypatch):
+def test_a_class_that_always_builds_a_mask_takes_the_masked_kernel(tmp_path: Path):
     """Falcon calls create_causal_mask with allow_is_causal_skip=False: on the GPU its SDPA gets a mask and runs the
     memory-efficient kernel over every score, with the bias it keeps; the plan's path says so."""
     from generator.estimate.attention import kernel_path
     from generator.estimate.types import Workload
 
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     falcon, phi3 = _tiny_spec(tmp_path / "falcon", "falcon"), _tiny_spec(tmp_path / "phi3", "phi3")
     workload = Workload(method="lora", seq_len=512, attention="sdpa")
     assert falcon.layer_saved.path == "sdpa_dense" and kernel_path(falcon, workload) == "sdpa_dense"
@@ -72,7 +69,6 @@ def test_a_layer_meta_cannot_run_is_priced_by_the_formula_and_its_norms(tmp_path
     from generator.estimate.types import Workload
     from generator.model import saved_count
 
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     counted = _tiny_spec(tmp_path / "counted", "gemma3_text")
 
     def fails(*args, **kwargs):
@@ -90,7 +86,7 @@ def test_a_layer_meta_cannot_run_is_priced_by_the_formula_and_its_norms(tmp_path
     assert abs(without / with_count - 1) < 0.02  # Gemma-3's norms were the whole difference from the formula
 
 
-def test_an_moe_counts_its_expert_layers_and_what_a_layer_keeps_whatever_its_tokens(tmp_path: Path, monkeypatch):
+def test_an_moe_counts_its_expert_layers_and_what_a_layer_keeps_whatever_its_tokens(tmp_path: Path):
     """DeepSeek-V3's router casts its input and weight to fp32, and CUDA's autocast runs its F.linear in bf16 all the
     same: it keeps a bf16 copy of the weight's fp32 copy for backward (4 experts x 256 wide x 2 bytes a layer,
     whatever the tokens: the count's constant, which the estimate spreads over the micro-batch's tokens). Its first
@@ -104,7 +100,6 @@ def test_an_moe_counts_its_expert_layers_and_what_a_layer_keeps_whatever_its_tok
     from generator.estimate.types import Workload
     from generator.model import load_model
 
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     tiny = dict(vocab_size=1000, hidden_size=256, num_hidden_layers=6, num_attention_heads=8, num_key_value_heads=2,
                 moe_intermediate_size=128, intermediate_size=512, n_routed_experts=4, num_experts_per_tok=2, n_group=1,
                 topk_group=1, q_lora_rank=64, kv_lora_rank=32, qk_nope_head_dim=32, qk_rope_head_dim=16,
@@ -124,14 +119,13 @@ def test_an_moe_counts_its_expert_layers_and_what_a_layer_keeps_whatever_its_tok
     assert per_token[0] - per_token[1] == pytest.approx(layers * none.per_layer * (1 / 128 - 1 / 512), rel=0.01)
 
 
-def test_the_plan_says_where_the_counted_layer_departs_from_the_llama_one(tmp_path: Path, monkeypatch):
+def test_the_plan_says_where_the_counted_layer_departs_from_the_llama_one(tmp_path: Path):
     """A GELU-MLP layer (GPT-NeoX) keeps far less than the llama layer's formula: the plan says the count set its
     activations; Falcon's always-built mask is named; a Qwen3 layer, within a few percent of the formula, and Mistral,
     sized in closed form, get neither line."""
     from generator.estimate.types import Workload
     from generator.plan.model_reasons import model_caveats
 
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     workload = Workload(method="lora", seq_len=512, grad_checkpointing=False, load_dtype="bf16", attention="sdpa")
     lines = {
         t: model_caveats(_tiny_spec(tmp_path / t, t), workload) for t in ("gpt_neox", "falcon", "qwen3", "mistral")

@@ -17,13 +17,12 @@ from bench.scripts.saved_audit import FAMILIES, count_one  # noqa: E402
 
 
 @pytest.mark.parametrize("model_type", ["phi", "starcoder2", "mistral"])
-def test_a_compiled_layer_keeps_what_it_is_priced_at(tmp_path: Path, monkeypatch, model_type):
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+def test_a_compiled_layer_keeps_what_it_is_priced_at(tmp_path: Path, model_type):
     row = count_one(model_type, FAMILIES[model_type], tmp_path, "full", compiled=True)
     assert 0.99 <= row["priced_over_counted"] <= 1.01, row
 
 
-def test_the_partitioner_recomputes_what_the_eager_layer_keeps(tmp_path: Path, monkeypatch):
+def test_the_partitioner_recomputes_what_the_eager_layer_keeps(tmp_path: Path):
     """The count is the compiled layer's own, not the eager one less a fixed part: Phi's compiled layer keeps well
     under its eager one, and its frozen (LoRA) one no more than its trained one."""
     import json
@@ -33,7 +32,6 @@ def test_the_partitioner_recomputes_what_the_eager_layer_keeps(tmp_path: Path, m
     from bench.scripts.saved_audit import WIDTHS
     from generator.model import load_model
 
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     config = AutoConfig.for_model("phi", **{**WIDTHS, **FAMILIES["phi"]})
     (tmp_path / "config.json").write_text(json.dumps({**config.to_dict(), "model_type": "phi"}))
     saved = load_model(str(tmp_path)).layer_saved

@@ -58,13 +58,12 @@ def _real_per_token(config, trained: bool) -> float:
     return (counts[1] - counts[0]) / (LENGTHS[1] - LENGTHS[0])
 
 
-def test_a_float8_layer_keeps_what_its_count_says(tmp_path: Path, monkeypatch):
+def test_a_float8_layer_keeps_what_its_count_says(tmp_path: Path):
     """Phi (sized on the meta device; a llama-family config is sized in closed form, without a count). It runs
     attention and MLP side by side on one LayerNorm output, so sizing also finds q, k, v and fc1 handed one tensor,
     which peft's adapters on them, compiled, keep once (estimate.activations.lora_saved_delta_per_token)."""
     from generator.model import load_model
 
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     config = _config("phi")
     (tmp_path / "config.json").write_text(json.dumps({**config.to_dict(), "model_type": "phi"}, default=str))
     saved = load_model(str(tmp_path)).layer_saved

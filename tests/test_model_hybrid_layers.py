@@ -37,16 +37,12 @@ def _spec(tmp_path: Path, model_type: str, **extra):
 @pytest.fixture(scope="module")
 def recurrent_gemma(tmp_path_factory):
     """RecurrentGemma's tiny spec, sized once for the tests that read it (its meta count takes ~20 s on 2 cores)."""
-    tmp = tmp_path_factory.mktemp("recurrent_gemma")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("XDG_CACHE_HOME", str(tmp / "xdg"))
-        return _spec(tmp, "recurrent_gemma")
+    return _spec(tmp_path_factory.mktemp("recurrent_gemma"), "recurrent_gemma")
 
 
 @pytest.mark.parametrize("method", ["full", "lora"])
 @pytest.mark.parametrize("model_type", sorted(HYBRIDS))
-def test_a_hybrid_layer_keeps_what_it_is_priced_at(tmp_path: Path, monkeypatch, model_type, method):
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+def test_a_hybrid_layer_keeps_what_it_is_priced_at(tmp_path: Path, model_type, method):
     row = count_one(model_type, HYBRIDS[model_type], tmp_path, method)
     assert 0.97 <= row["priced_over_counted"] <= 1.02, row
 
@@ -75,11 +71,10 @@ def test_experts_are_the_config_count_s_leading_dimension():
     assert not is_expert_tensor((8, 4096), 8)  # an expert bias is a bias
 
 
-def test_a_hybrid_is_weighed_by_its_layers_not_its_first_blocks(tmp_path: Path, monkeypatch):
+def test_a_hybrid_is_weighed_by_its_layers_not_its_first_blocks(tmp_path: Path):
     """Two nine-layer RecurrentGemma models whose first six blocks (the counted ones) are the same, one with three
     attention layers and one with two: the count follows the layers' share, and more recurrent layers (which keep
     more here) cost more."""
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     pattern = ["recurrent", "recurrent", "attention"]
     three = _spec(tmp_path / "a", "recurrent_gemma", num_hidden_layers=9, block_types=pattern)
     two = _spec(tmp_path / "b", "recurrent_gemma", num_hidden_layers=9, block_types=[*pattern * 2, *["recurrent"] * 3])
@@ -106,12 +101,11 @@ def test_window_groups_share_the_model_s_linears(recurrent_gemma):
     assert sum(lora_params(g, 16, ALL_LINEAR) for g in groups) == pytest.approx(lora_params(spec, 16, ALL_LINEAR))
 
 
-def test_attention_adapters_sit_in_attention_layers_only(tmp_path: Path, monkeypatch):
+def test_attention_adapters_sit_in_attention_layers_only(tmp_path: Path):
     """Qwen3-Next adapts q/k/v/o by name (an MoE): in its attention layers, two of six here, not in all six."""
     from generator.estimate.scripts import ALL_LINEAR
     from generator.estimate.states import adapted_modules, target_layers
 
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     spec = _spec(tmp_path, "qwen3_next")
     assert target_layers(spec, "q") == 2 and target_layers(spec, "gate") == spec.num_layers
     assert {n for _, _, _, n in adapted_modules(spec, ALL_LINEAR)} == {2}

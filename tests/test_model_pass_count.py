@@ -28,34 +28,31 @@ def _counted(model_type: str, **extra):
 
 
 @pytest.mark.parametrize("model_type", ["mistral", "qwen3"])
-def test_the_count_is_the_llama_hand_count(monkeypatch, tmp_path, model_type):
+def test_the_count_is_the_llama_hand_count(tmp_path, model_type):
     """Mistral's layer and Qwen3's (q and k norms): the counter's bytes are the formula's, op for op, within 0.5%."""
     from generator.estimate.passes import _eager
 
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     counted, formula = _counted(model_type)
     assert counted.layer_saved.pass_bytes == pytest.approx(_eager(formula), rel=0.005)
 
 
-def test_a_gelu_mlp_moves_its_activation_once_per_element(monkeypatch, tmp_path):
+def test_a_gelu_mlp_moves_its_activation_once_per_element(tmp_path):
     """StarCoder2: the MLP's biases ride in addmm and GELU reads and writes each intermediate element once (4 bytes in
     bf16), where SwiGLU's silu and product move 10; so 512 more intermediate features cost 2,048 bytes a token, and
     the layer less than the llama formula's even with CUDA's autocast running its LayerNorms in fp32 (each cast up
     and down again for q, k, v and c_fc: about 1.8x a bf16 norm's bytes)."""
     from generator.estimate.passes import _eager
 
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     narrow, formula = _counted("starcoder2")
     wide, _ = _counted("starcoder2", intermediate_size=FAMILIES["starcoder2"]["intermediate_size"] + 512)
     assert wide.layer_saved.pass_bytes - narrow.layer_saved.pass_bytes == pytest.approx(4 * 512, rel=0.01)
     assert narrow.layer_saved.pass_bytes < 0.75 * _eager(formula)
 
 
-def test_the_estimate_prices_an_eager_layer_by_its_count_and_a_fused_one_by_the_formula(monkeypatch, tmp_path):
+def test_the_estimate_prices_an_eager_layer_by_its_count_and_a_fused_one_by_the_formula(tmp_path):
     from generator.estimate.passes import elementwise_bytes
     from generator.estimate.types import Workload
 
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     counted, formula = _counted("gemma2")
     eager = Workload(method="full", seq_len=512, attention="sdpa", liger=False)
     compiled = replace(eager, compiled_layers=True)

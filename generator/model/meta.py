@@ -76,13 +76,15 @@ def class_attentions(cls) -> tuple[str, ...]:
 
 
 def count_params_meta(config_dict: dict) -> int:
-    """Exact parameter count (tied weights once) of AutoModelForCausalLM built from `config_dict` with no memory."""
-    return meta_counts(config_dict).total
+    """Exact parameter count (tied weights once) of AutoModelForCausalLM built from `config_dict` with no memory; the
+    decoder layer's counts (saved tensors traced eager and compiled: seconds) are not needed for it and not made."""
+    return meta_counts(config_dict, count_layer=False).total
 
 
-def meta_counts(config_dict: dict, name: str = "the model") -> MetaCounts:
+def meta_counts(config_dict: dict, name: str = "the model", count_layer: bool = True) -> MetaCounts:
     """Counts, attention kernels and dimensions of the model built on the meta device. transformers failing to build
-    it (a model_type it does not know, a config it cannot complete) is one UserError line."""
+    it (a model_type it does not know, a config it cannot complete) is one UserError line. `count_layer` False leaves
+    out what one decoder layer dispatches and keeps (`ops`, `saved`)."""
     with _quiet(QUIET_LOGGERS):
         import transformers
         from accelerate import init_empty_weights
@@ -125,7 +127,7 @@ def meta_counts(config_dict: dict, name: str = "the model") -> MetaCounts:
         len(expert_blocks), _experts_layout(model, routed), _norms(block),
         _position_table(model, dims.get("max_position_embeddings")), not_linear,
     )  # fmt: skip
-    if uniform is None or len(uniform) != layers:
+    if not count_layer or uniform is None or len(uniform) != layers:
         return counts
     # an MoE's per-layer terms are its expert layers' (DeepSeek's first dense layers are not counted among them);
     # the list is the one the experts were found in, since it is `layers` long
