@@ -44,6 +44,7 @@ def _one_core_each() -> None:
 _one_core_each()
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the group marks to route each test
 def pytest_collection_modifyitems(config, items):
     """`make test` runs the suite on two pytest-xdist workers (--dist loadgroup). Tests that launch process groups
     (marked slow: accelerate launch, torchrun, two ranks over gloo) all go to one worker, one at a time: two of them at
