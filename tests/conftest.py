@@ -64,8 +64,8 @@ def _private_cache(tmp_path_factory):
     and were made once a worker)."""
     old = os.environ.get("XDG_CACHE_HOME")
     home = tmp_path_factory.mktemp("xdg-cache")
-    shared = tmp_path_factory.getbasetemp().parent / "meta-counts-shared"
     if os.environ.get("PYTEST_XDIST_WORKER"):  # under xdist the base temp's parent is the run's, the same for all
+        shared = tmp_path_factory.getbasetemp().parent / "meta-counts-shared"
         shared.mkdir(exist_ok=True)
         (home / "dist-config-generator").mkdir()
         (home / "dist-config-generator" / "meta").symlink_to(shared, target_is_directory=True)

@@ -6,15 +6,17 @@ so two launches shared two cores four ways; this fails if a version change does 
 import pytest
 
 
-@pytest.mark.slow
-def test_a_launch_test_is_routed_to_the_launch_worker(request):
+@pytest.fixture(autouse=True)
+def _under_loadgroup(request):
     if not getattr(request.config.option, "loadgroup", False):  # set on each xdist worker under --dist loadgroup
         pytest.skip("routing applies under `make test` (-n 2 --dist loadgroup) only")
+
+
+@pytest.mark.slow
+def test_a_launch_test_is_routed_to_the_launch_worker(request):
     assert request.node.nodeid.endswith("@launches"), request.node.nodeid
 
 
 @pytest.mark.slow(process_group=False)
 def test_a_single_process_test_is_free_to_run_beside_them(request):
-    if not getattr(request.config.option, "loadgroup", False):  # set on each xdist worker under --dist loadgroup
-        pytest.skip("routing applies under `make test` (-n 2 --dist loadgroup) only")
     assert "@" not in request.node.nodeid.rsplit("::", 1)[-1], request.node.nodeid
