@@ -126,9 +126,11 @@ def _context(args, duplicates, text: str | None = None):
     workload, planned = _workloads(args, header)
     model = None
     if args.model or header:
+        from generator.estimate.scripts import compiles_layers
         from generator.model import load_model
 
-        model = load_model(args.model or header[0])
+        scripts = {workload.script} | ({planned.script} if planned else set())
+        model = load_model(args.model or header[0], compiled=any(map(compiles_layers, scripts)))
     exclude = tuple(getattr(args, "exclude", ()) or ())
     return CheckContext(
         topo=_topology(args),

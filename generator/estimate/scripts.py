@@ -159,6 +159,14 @@ def script_facts(name: str) -> ScriptFacts:
         raise ValueError(f"unknown script '{name}' (one of {', '.join(SCRIPTS)})") from None
 
 
+def compiles_layers(script: str) -> bool:
+    """The script has a lever that runs its decoder layers compiled (float8 or --compile-layers): an estimate of a
+    workload under it can price a compiled layer, so sizing counts one (model.loading.load_model's `compiled`). A plan
+    sizes with them whatever its script: it prices train.py's levers beside the script's own (plan.script_levers)."""
+    facts = script_facts(script)
+    return facts.fp8 or facts.compile_layers
+
+
 def default_load_dtype(script: str, method: str) -> str:
     """What a script loads the weights in when the user does not say (--load-dtype auto): train.py resolves it per
     method (fp32 masters for full, a bf16 frozen base under fp32 adapters: training/args.py), the others load what

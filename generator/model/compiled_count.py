@@ -46,11 +46,13 @@ class Compiled(NamedTuple):
 NOT_COUNTED = Compiled(None, None, None, None, None, ())
 
 
-def compiled_counts(model, stack, block: int, kernel: str) -> Compiled:
+def compiled_counts(model, stack, block: int, kernel: str, traced: bool = True) -> Compiled:
     """What block `block` of `stack` saves compiled: every weight trained, frozen (LoRA's base), trained with fp32
     weights (a full fine-tune's fp32 weights and stream), and the two trained ones with torchao's float8 Linears where
     torchao is installed; and the groups of its GEMM modules that the forward hands one tensor (q, k and v; Phi's fc1
-    with them), which peft's adapters, compiled, keep one copy of."""
+    with them), which peft's adapters, compiled, keep one copy of. `traced` False: the groups alone (one eager
+    forward), no byte count: the five traces are nine tenths of a sizing's time, and a script that compiles no layer
+    never reads them (model.loading.load_model's `compiled`)."""
     import torch
 
     # (trained, fp8) runs at each weight dtype: the frozen block runs at bf16 only (LoRA's base)
@@ -61,14 +63,16 @@ def compiled_counts(model, stack, block: int, kernel: str) -> Compiled:
     counts, groups = [], ()
     try:
         for weights, runs in plan:
-            try:
-                captured = _inputs(model, stack, block, kernel, weights)
+            captured = None
+            try:  # the groups are the bf16 forward's: untraced, that forward alone runs
+                if traced or weights is torch.bfloat16:
+                    captured = _inputs(model, stack, block, kernel, weights)
             except Exception:  # an op the eager forward cannot run here (fp32 experts): the eager rule prices it
-                captured = None
+                pass
             if captured is not None and weights is torch.bfloat16:
                 groups = captured["shared_inputs"]
-            counts.append({run: None if captured is None else _per_token(model, stack[block], captured, *run)
-                           for run in runs})  # fmt: skip
+            counts.append({run: None if captured is None or not traced
+                           else _per_token(model, stack[block], captured, *run) for run in runs})  # fmt: skip
     finally:
         model.to(torch.bfloat16).requires_grad_(True)
     low, fp32 = counts

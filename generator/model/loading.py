@@ -43,11 +43,12 @@ def _fetch_hub_config(repo_id: str) -> dict:
     return _read_config_file(Path(path))
 
 
-def spec_from_any_config(config: dict, name: str) -> ModelSpec:
-    """A known family from its config's arithmetic, any other architecture by counting on the meta device."""
+def spec_from_any_config(config: dict, name: str, compiled: bool = True) -> ModelSpec:
+    """A known family from its config's arithmetic, any other architecture by counting on the meta device (`compiled`
+    False: without what its layer keeps compiled, LayerSaved.compiled_counted)."""
     if config.get("model_type") in KNOWN_FAMILIES:
         return spec_from_config(config, name)
-    return _spec_by_meta(config, name)
+    return _spec_by_meta(config, name, compiled)
 
 
 # Config keys transformers' MoE families name their routed top-k with (Mixtral, Qwen-MoE, OLMoE, DeepSeek, Kimi, Aria;
@@ -57,7 +58,7 @@ TOP_K_KEYS = ("num_experts_per_tok", "num_experts_per_token", "moe_topk")
 EXPERT_WIDTH_KEYS = ("moe_intermediate_size",)
 
 
-def _spec_by_meta(config: dict, name: str) -> ModelSpec:
+def _spec_by_meta(config: dict, name: str, compiled: bool = True) -> ModelSpec:
     """Other architectures: exact total from meta-device counting, the dimensions as transformers' config object
     gives them (its own names for each family, the text config of a multimodal checkpoint). An MoE (issue 26): every
     parameter counts for memory, only the routed top-k share of the fused experts for compute; shared experts and
@@ -67,7 +68,7 @@ def _spec_by_meta(config: dict, name: str) -> ModelSpec:
 
     if not config.get("model_type"):
         raise UserError(f"{name}: config.json has no 'model_type', so its architecture cannot be built")
-    counts = meta_counts(config, name)
+    counts = meta_counts(config, name, compiled)
     total, experts_total, attentions, dims, layer_cls, linear_names, qk_norm = counts[:7]
     if not dims.get("num_attention_heads"):
         raise UserError(
@@ -165,8 +166,11 @@ def _windows(dims: dict, layers: int) -> tuple[int | None, int]:
     return int(window), layers
 
 
-def load_model(spec: str, trust_remote_code: bool = False) -> ModelSpec:
-    """Resolve --model: preset name, known hub id (offline), local dir with config.json, or hub id (config only)."""
+def load_model(spec: str, trust_remote_code: bool = False, compiled: bool = True) -> ModelSpec:
+    """Resolve --model: preset name, known hub id (offline), local dir with config.json, or hub id (config only).
+    `compiled` False: an architecture counted on the meta device is counted without what its layer keeps compiled,
+    which takes nine tenths of the count's time; for a script that compiles no layer (estimate.scripts.
+    compiles_layers), whose estimate never reads it."""
     del trust_remote_code  # config.json is read as JSON; no remote code ever runs here
     if spec in PRESETS:
         return spec_from_config(preset_config(spec), spec)
@@ -177,9 +181,9 @@ def load_model(spec: str, trust_remote_code: bool = False) -> ModelSpec:
         config_file = path / "config.json"
         if not config_file.is_file():
             raise UserError(f"{path} has no config.json; pass a model directory, a preset or a hub id")
-        return spec_from_any_config(_read_config_file(config_file), spec)
+        return spec_from_any_config(_read_config_file(config_file), spec, compiled)
     if path.suffix == ".json" and path.is_file():
-        return spec_from_any_config(_read_config_file(path), spec)
+        return spec_from_any_config(_read_config_file(path), spec, compiled)
     if spec.count("/") != 1 or spec.startswith(("/", ".")):
         raise UserError(f"unknown model '{spec}': not a preset ({', '.join(PRESETS)}), a directory or a hub id")
-    return spec_from_any_config(_fetch_hub_config(spec), spec)
+    return spec_from_any_config(_fetch_hub_config(spec), spec, compiled)

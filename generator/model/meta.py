@@ -81,10 +81,13 @@ def count_params_meta(config_dict: dict) -> int:
     return meta_counts(config_dict, count_layer=False).total
 
 
-def meta_counts(config_dict: dict, name: str = "the model", count_layer: bool = True) -> MetaCounts:
+def meta_counts(
+    config_dict: dict, name: str = "the model", count_layer: bool = True, compiled: bool = True
+) -> MetaCounts:
     """Counts, attention kernels and dimensions of the model built on the meta device. transformers failing to build
     it (a model_type it does not know, a config it cannot complete) is one UserError line. `count_layer` False leaves
-    out what one decoder layer dispatches and keeps (`ops`, `saved`)."""
+    out what one decoder layer dispatches and keeps (`ops`, `saved`); `compiled` False, what it keeps compiled
+    (LayerSaved.compiled_counted)."""
     with _quiet(QUIET_LOGGERS):
         import transformers
         from accelerate import init_empty_weights
@@ -136,7 +139,7 @@ def meta_counts(config_dict: dict, name: str = "the model", count_layer: bool = 
         recurrent = recurrent_layers(dims)
         share = 1 - recurrent / layers if recurrent else None
         ops = layer_ops(model, uniform, kind, attentions) if share is None else None  # not a hybrid's mix
-        return counts._replace(ops=ops, saved=layer_saved(model, uniform, attentions, kind, share))
+        return counts._replace(ops=ops, saved=layer_saved(model, uniform, attentions, kind, share, compiled))
 
 
 def _norms(block) -> tuple[tuple[str, int, float, float], ...]:

@@ -31,26 +31,30 @@ from generator.model.types import LayerOps, LayerSaved
 log = logging.getLogger(__name__)
 
 
-def meta_counts(config: dict, name: str = "the model") -> MetaCounts:
-    """meta.meta_counts(config, name), from the cache where an entry for exactly this config and code exists."""
-    path = entry(config)
-    hit = _read(path) if path is not None else None
-    if hit is not None:
-        return hit
+def meta_counts(config: dict, name: str = "the model", compiled: bool = True) -> MetaCounts:
+    """meta.meta_counts(config, name, compiled=compiled), from the cache where an entry for exactly this config and
+    code exists. Without `compiled` an entry with the compiled counts serves as well (it holds more); the other way
+    it does not."""
+    for path in (entry(config), None if compiled else entry(config, compiled=False)):
+        hit = _read(path) if path is not None else None
+        if hit is not None:
+            return hit
+    path = entry(config, compiled)
     # the build takes seconds (10-15 on a 2-core machine): say what the wait is, once per config
     log.info(
         "sizing %s: building its %s layers on the meta device with transformers (no weights; once, then cached)",
         name,
         config.get("model_type", "?"),
     )
-    counts = meta.meta_counts(config, name)
+    counts = meta.meta_counts(config, name, compiled=compiled)
     if path is not None:
         _write(path, counts)
     return counts
 
 
-def entry(config: dict) -> Path | None:
-    """The cache file for this config, or None where transformers is not installed (the build will say so)."""
+def entry(config: dict, compiled: bool = True) -> Path | None:
+    """The cache file for this config counted with or without the compiled block's counts, or None where
+    transformers is not installed (the build will say so)."""
     try:
         installed = version("transformers")
     except PackageNotFoundError:
@@ -64,6 +68,8 @@ def entry(config: dict) -> Path | None:
     counters = (meta, config_dims, saved_count, saved_storages, pass_count, cuda_autocast, compiled_count, op_count)
     for counter in counters:
         key.update(Path(counter.__file__).read_bytes())
+    if not compiled:
+        key.update(b"no compiled counts")
     return user_cache_dir() / "meta" / f"{key.hexdigest()[:32]}.json"
 
 

@@ -50,7 +50,12 @@ def counted_kernel(model, attentions: tuple[str, ...]) -> str:
 
 
 def layer_saved(
-    model, stack, attentions: tuple[str, ...], kind: list[int] | None = None, attention_share: float | None = None
+    model,
+    stack,
+    attentions: tuple[str, ...],
+    kind: list[int] | None = None,
+    attention_share: float | None = None,
+    compiled: bool = True,
 ) -> LayerSaved | None:
     """The count for `model` (built on meta) whose decoder blocks are the ModuleList `stack`, the mean over the
     blocks `kind` lists (the layers the estimate's per-layer terms describe: an MoE's expert layers, not DeepSeek's
@@ -90,7 +95,7 @@ def layer_saved(
         # a compiled layer's own count, of the first block of the kind past the first (not a hybrid's mix of blocks)
         block = _past_first(sorted(kind))[0] if kind else 1
         one_kind = grows_linearly and attention_share is None and block < len(stack)
-        compiled = compiled_counts(model, stack, block, kernel) if one_kind else NOT_COUNTED
+        counted = compiled_counts(model, stack, block, kernel, traced=compiled) if one_kind else NOT_COUNTED
     finally:
         stack.extend(rest)
         model.to(torch.bfloat16).requires_grad_(True)
@@ -115,11 +120,11 @@ def layer_saved(
         path = "sdpa_dense" if causal[0][0].masked else path
     passes = (causal or eager)[0][-1].passes
     fp32 = None if stream is None else round(_linear(stream)[1], 1)
-    *counts, shared_inputs = compiled
+    *counts, shared_inputs = counted
     counts = [None if c is None else round(c, 1) for c in counts]
     return LayerSaved(
         path, round(linear, 1), round(frozen, 1), score, round(max(constant, 0.0)), round(max(frozen_constant, 0.0)),
-        None if passes is None else round(passes, 1), fp32, *counts, shared_inputs,
+        None if passes is None else round(passes, 1), fp32, *counts, shared_inputs, compiled,
     )  # fmt: skip
 
 

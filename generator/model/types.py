@@ -50,6 +50,10 @@ class LayerSaved(NamedTuple):
     shared_inputs: tuple[tuple[str, ...], ...] = ()
     """Groups of the block's GEMM modules (names as in ModelSpec.layer_linears) its forward hands one tensor: q, k
     and v; Phi's fc1 with them. Compiled, peft's adapters on one group keep one bf16 copy of that tensor."""
+    compiled_counted: bool = True
+    """Sizing was asked for the compiled block's counts (model.loading.load_model's `compiled`). False for a script
+    that compiles no layer (estimate.scripts.compiles_layers): the compiled fields are then None because they were
+    never taken, not because the block cannot be traced, and pricing a compiled layer from them is refused."""
 
 
 class LayerOps(NamedTuple):

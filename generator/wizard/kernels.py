@@ -18,7 +18,7 @@ def answered_attentions(model: str) -> tuple[str, ...]:
     from generator.model import load_model
 
     try:
-        return load_model(model).attentions
+        return load_model(model, compiled=False).attentions
     except UserError:
         return KERNELS
 

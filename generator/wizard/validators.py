@@ -49,7 +49,7 @@ def known_model(text: str) -> bool | str:
     if not text.strip():
         return "type a preset name, a hub id or a path"
     try:
-        load_model(text.strip())
+        load_model(text.strip(), compiled=False)  # whether it sizes: the compiled counts wait for the script's answer
     except UserError as exc:
         return str(exc)
     return True
