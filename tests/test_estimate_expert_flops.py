@@ -93,7 +93,7 @@ def executed_matmul_flops(config: dict, bmm: bool = True) -> int:
 def test_gemm_flops_are_what_transformers_executes(tmp_path: Path, model_type):
     config = {**BASE, **CASES[model_type], "model_type": model_type}
     (tmp_path / "config.json").write_text(json.dumps(config))
-    spec = load_model(str(tmp_path))
+    spec = load_model(str(tmp_path), compiled=False)
     fwd, bwd = gemm_flops(spec, Workload(seq_len=SEQ, micro_batch=1, method="full"))
     assert fwd + bwd == executed_matmul_flops(config, bmm=model_type not in OTHER_BMM)
 
@@ -112,7 +112,7 @@ def test_gemm_modules_are_what_peft_and_torchao_take(tmp_path: Path):
         config = {**BASE, **CASES[model_type], "model_type": model_type}
         (tmp_path / model_type).mkdir()
         (tmp_path / model_type / "config.json").write_text(json.dumps(config))
-        spec = load_model(str(tmp_path / model_type))
+        spec = load_model(str(tmp_path / model_type), compiled=False)
         cfg = AutoConfig.for_model(model_type, **{k: v for k, v in config.items() if k != "model_type"})
         peft_model = get_peft_model(AutoModelForCausalLM.from_config(cfg), LoraConfig(target_modules="all-linear"))
         adapted = {name.rsplit(".", 1)[-1] for name, m in peft_model.named_modules() if hasattr(m, "lora_A")}
@@ -150,7 +150,9 @@ def test_train_pys_qlora_is_refused_for_an_experts_layout_it_does_not_quantise(t
     from generator.cli import main
 
     (tmp_path / "config.json").write_text(json.dumps({**BASE, **CASES[model_type], "model_type": model_type}))
-    assert load_model(str(tmp_path)).experts_layout == (("has_gate",) if model_type == "nemotron_h" else ())
+    assert load_model(str(tmp_path), compiled=False).experts_layout == (
+        ("has_gate",) if model_type == "nemotron_h" else ()
+    )
     base = ["plan", "--model", str(tmp_path), "--machine", "h200-sxm-2", "--num-gpus", "1", "--seq-len", "128",
             "--force"]  # fmt: skip
     assert main([*base, "--method", "lora", "--output", str(tmp_path / "a.yaml")]) == 0
@@ -196,7 +198,7 @@ def test_mla_attention_is_priced_at_its_query_and_value_widths(tmp_path: Path):
 
     config = {**BASE, **CASES["deepseek_v3"], "model_type": "deepseek_v3"}
     (tmp_path / "config.json").write_text(json.dumps(config))
-    spec = load_model(str(tmp_path))
+    spec = load_model(str(tmp_path), compiled=False)
     workload = Workload(seq_len=SEQ, micro_batch=1, method="full")
     priced = attention_flops_per_token(spec, workload, keys=lambda group, w: float(SEQ)) * SEQ
     scores = executed_matmul_flops(config) - executed_matmul_flops(config, bmm=False)

@@ -29,7 +29,7 @@ def tiny_qwen3(method: str):
 
         model = get_peft_model(model, LoraConfig(r=16, lora_alpha=32, target_modules=TARGETS, task_type="CAUSAL_LM"))
     model.train()
-    return model, spec_from_any_config({**cfg.to_dict(), "model_type": "qwen3"}, "tiny-qwen3")
+    return model, spec_from_any_config({**cfg.to_dict(), "model_type": "qwen3"}, "tiny-qwen3", compiled=False)
 
 
 @pytest.mark.parametrize("method", ["lora", "full"])

@@ -53,7 +53,7 @@ def _config_dir(tmp_path: Path, model_type: str) -> Path:
 
 @pytest.mark.parametrize("model_type", sorted(SIZED))
 def test_sized_with_its_decoder_layer_class(tmp_path, model_type):
-    spec = load_model(str(_config_dir(tmp_path, model_type)))
+    spec = load_model(str(_config_dir(tmp_path, model_type)), compiled=False)
     assert spec.decoder_layer_cls == SIZED[model_type][0]
     assert spec.hidden_size > 0 and spec.num_heads > 0 and spec.num_layers > 0
     assert 0 < spec.matmul_params_active <= spec.params_total
@@ -63,7 +63,7 @@ def test_sized_with_its_decoder_layer_class(tmp_path, model_type):
 @pytest.mark.parametrize("model_type", sorted(REFUSED))
 def test_no_attention_is_one_user_error(tmp_path, model_type):
     with pytest.raises(UserError, match=REFUSED[model_type]):
-        load_model(str(_config_dir(tmp_path, model_type)))
+        load_model(str(_config_dir(tmp_path, model_type)), compiled=False)
 
 
 def test_a_config_transformers_cannot_build_is_one_line(tmp_path):
@@ -239,7 +239,7 @@ def test_a_window_on_some_layers_or_all_is_read_from_the_config(tmp_path):
         d = tmp_path / model_type
         d.mkdir()
         (d / "config.json").write_text(json.dumps({**TINY, **extra, "model_type": model_type}))
-        spec = load_model(str(d))
+        spec = load_model(str(d), compiled=False)
         assert (spec.sliding_window, spec.partial_window) == expected, model_type
 
 
@@ -264,6 +264,6 @@ def test_an_moe_given_its_top_k_prices_only_the_routed_share(tmp_path):
     d = _config_dir(tmp_path, "deepseek_v2")
     cfg = json.loads((d / "config.json").read_text())
     (d / "config.json").write_text(json.dumps({**cfg, "num_experts_per_tok": 6}))
-    spec = load_model(str(d))
+    spec = load_model(str(d), compiled=False)
     assert (spec.num_experts, spec.experts_per_token) == (64, 6)
     assert spec.matmul_params_active < spec.params_total / 4

@@ -31,7 +31,7 @@ def _spec(tmp_path: Path, model_type: str, **extra):
     )
     tmp_path.mkdir(parents=True, exist_ok=True)
     (tmp_path / "config.json").write_text(json.dumps({**config.to_dict(), "model_type": model_type}, default=str))
-    return load_model(str(tmp_path))
+    return load_model(str(tmp_path), compiled=False)
 
 
 @pytest.fixture(scope="module")

@@ -55,6 +55,6 @@ def test_unknown_architecture_falls_back_to_meta(tmp_path):
         "num_attention_heads": 4,
     }
     (tmp_path / "config.json").write_text(json.dumps(cfg))
-    m = load_model(str(tmp_path))
+    m = load_model(str(tmp_path), compiled=False)
     assert m.params_total == count_params_meta(cfg)
     assert m.num_layers == 2 and m.hidden_size == 64

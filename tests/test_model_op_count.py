@@ -22,7 +22,7 @@ def _spec(model_type: str):
     from generator.model.loading import _spec_by_meta
 
     config = AutoConfig.for_model(model_type, **{**WIDTHS, **FAMILIES[model_type]}).to_dict()
-    return _spec_by_meta({**config, "model_type": model_type}, model_type)
+    return _spec_by_meta({**config, "model_type": model_type}, model_type, compiled=False)
 
 
 def test_the_llama_layer_counts_as_the_probes_mistral_layer():

@@ -23,7 +23,7 @@ def _counted(model_type: str, **extra):
     from generator.model.loading import _spec_by_meta
 
     config = AutoConfig.for_model(model_type, **{**WIDTHS, **FAMILIES[model_type], **extra}).to_dict()
-    spec = _spec_by_meta({**config, "model_type": model_type}, model_type)
+    spec = _spec_by_meta({**config, "model_type": model_type}, model_type, compiled=False)
     return spec, replace(spec, layer_saved=None)
 
 

@@ -81,7 +81,7 @@ def count_one(model_type: str, workdir: Path) -> dict:
     directory = workdir / model_type
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "config.json").write_text(json.dumps({**config.to_dict(), "model_type": model_type}, default=str))
-    spec = load_model(str(directory))
+    spec = load_model(str(directory), compiled=False)  # FLOPs only
     fwd, bwd = gemm_flops(spec, Workload(seq_len=SEQ, micro_batch=1, method="full"))
     config._attn_implementation = "sdpa" if "sdpa" in spec.attentions else "eager"
     moe = bool(spec.num_experts)

@@ -157,7 +157,7 @@ def count_one(
     directory = workdir / model_type
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "config.json").write_text(json.dumps({**config.to_dict(), "model_type": model_type}, default=str))
-    spec = load_model(str(directory))
+    spec = load_model(str(directory), compiled=compiled)  # the compiled counts only where they are priced
     attention = attention or ("sdpa" if "sdpa" in spec.attentions else "eager")
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(config, attn_implementation=attention).to(torch.bfloat16).train()
