@@ -98,7 +98,7 @@ def compiled_count(model: ModelSpec, trained: bool, residual: int, fp8: bool = F
     counted = model.layer_saved
     if counted is None:
         return None
-    if not counted.compiled_counted:  # a script that compiles no layer was sized for: a caller's mistake
+    if not counted.compiled_counted:  # sized for a caller that prices no compiled layer: pricing one is its mistake
         raise ValueError(f"{model.name} was sized without its compiled layer's counts (load_model(compiled=False))")
     if not trained:
         return counted.compiled_frozen
