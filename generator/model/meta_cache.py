@@ -35,12 +35,14 @@ def meta_counts(config: dict, name: str = "the model", compiled: bool = True) ->
     """meta.meta_counts(config, name, compiled=compiled), from the cache where an entry for exactly this config and
     code exists. Without `compiled` an entry with the compiled counts serves as well (it holds more); the other way
     it does not."""
-    for path in (entry(config), None if compiled else entry(config, compiled=False)):
+    with_compiled, without = entries(config)
+    for path in (with_compiled, None if compiled else without):
         hit = _read(path) if path is not None else None
         if hit is not None:
             return hit
-    path = entry(config, compiled)
-    # the build takes seconds (10-15 on a 2-core machine): say what the wait is, once per config
+    path = with_compiled if compiled else without
+    # the build takes seconds (up to 15 on a 2-core machine, about 1 without the compiled counts): say what the wait
+    # is, once per config
     log.info(
         "sizing %s: building its %s layers on the meta device with transformers (no weights; once, then cached)",
         name,
@@ -52,13 +54,13 @@ def meta_counts(config: dict, name: str = "the model", compiled: bool = True) ->
     return counts
 
 
-def entry(config: dict, compiled: bool = True) -> Path | None:
-    """The cache file for this config counted with or without the compiled block's counts, or None where
+def entries(config: dict) -> tuple[Path | None, Path | None]:
+    """The cache files for this config counted with and without the compiled block's counts, or Nones where
     transformers is not installed (the build will say so)."""
     try:
         installed = version("transformers")
     except PackageNotFoundError:
-        return None
+        return None, None
     key = hashlib.sha256(json.dumps(config, sort_keys=True, default=repr).encode())
     key.update(installed.encode())
     try:  # the float8 count converts the block with torchao's Float8Linear (model.compiled_count)
@@ -68,9 +70,10 @@ def entry(config: dict, compiled: bool = True) -> Path | None:
     counters = (meta, config_dims, saved_count, saved_storages, pass_count, cuda_autocast, compiled_count, op_count)
     for counter in counters:
         key.update(Path(counter.__file__).read_bytes())
-    if not compiled:
-        key.update(b"no compiled counts")
-    return user_cache_dir() / "meta" / f"{key.hexdigest()[:32]}.json"
+    without = key.copy()
+    without.update(b"no compiled counts")
+    folder = user_cache_dir() / "meta"
+    return folder / f"{key.hexdigest()[:32]}.json", folder / f"{without.hexdigest()[:32]}.json"
 
 
 def _from_json(d: dict) -> MetaCounts:
