@@ -13,6 +13,7 @@ place. Per layer from the difference of two depths (generator/probe/compute_laye
 forward and forward + backward.
 
     python bench/scripts/fp8_layer_rows.py --model bench/models/phi-default.json --tokens 8x2048 --out rows.json
+    python bench/scripts/fp8_layer_rows.py --model mistral-7b --tokens 2x4096 --weights fp32 --profile --out m.json
 """
 
 from __future__ import annotations
@@ -38,11 +39,31 @@ DEPTHS = (2, 4)
 """train.py's compile finds the decoder layers as a repeated block list, which one layer is not."""
 
 
-def layer_ms(clock: Clock, cfg: dict, tokens: tuple[int, int], weights, trained: bool, fp8: bool) -> dict:
+def kernels(fn, calls: int = 3, top: int = 40) -> list[dict]:
+    """The kernels (GPU; host ops on the CPU) `fn` runs, by self time per call, from torch.profiler: which of a
+    layer's costs (GEMMs, the float8 casts' amax and scaling kernels, inductor's fused pointwise ones) moved."""
+    from torch.profiler import ProfilerActivity, profile
+
+    cuda = torch.cuda.is_available()
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    with profile(activities=activities) as prof:
+        for _ in range(calls):
+            fn()
+        if cuda:
+            torch.cuda.synchronize()
+    key = "self_device_time_total" if cuda else "self_cpu_time_total"
+    rows = sorted(prof.key_averages(), key=lambda e: getattr(e, key, 0.0), reverse=True)[:top]
+    return [{"name": e.key[:160], "ms_per_call": round(getattr(e, key, 0.0) / calls / 1e3, 4),
+             "count_per_call": e.count / calls} for e in rows]  # fmt: skip
+
+
+def layer_ms(
+    clock: Clock, cfg: dict, tokens: tuple[int, int], weights, trained: bool, fp8: bool, profiled: bool = False
+) -> dict:
     from transformers import AutoModelForCausalLM
 
     cuda = clock.device == "cuda"
-    times = {}
+    times, profile = {}, None
     for depth in DEPTHS:
         config = layer_config(cfg, depth, not cuda)
         with torch.device(clock.device):
@@ -68,11 +89,16 @@ def layer_ms(clock: Clock, cfg: dict, tokens: tuple[int, int], weights, trained:
             body.zero_grad(set_to_none=True)
 
         times[depth] = (clock.time(forward), clock.time(both))
+        if profiled and depth == DEPTHS[-1]:
+            profile = kernels(both)
         del model, body, x, grad
         if cuda:
             torch.cuda.empty_cache()
     fwd, fwdbwd = per_layer(times[DEPTHS[0]], times[DEPTHS[1]], DEPTHS[1] - DEPTHS[0])
-    return {"fwd_ms_per_layer": round(fwd * 1e3, 4), "fwdbwd_ms_per_layer": round(fwdbwd * 1e3, 4)}
+    out = {"fwd_ms_per_layer": round(fwd * 1e3, 4), "fwdbwd_ms_per_layer": round(fwdbwd * 1e3, 4)}
+    if profile is not None:
+        out[f"kernels_at_{DEPTHS[-1]}_layers"] = profile
+    return out
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -81,6 +107,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--tokens", default="8x2048", help="micro-batch x sequence (default 8x2048)")
     ap.add_argument("--weights", default="fp32,bf16", help="weight dtypes: fp32 (full, trained), bf16 (frozen)")
     ap.add_argument("--budget-s", type=float, default=300.0)
+    ap.add_argument("--profile", action="store_true", help="also each row's kernels by self time (torch.profiler)")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args(argv)
     cfg = hf_config_dict(args.model)
@@ -97,13 +124,13 @@ def main(argv: list[str] | None = None) -> None:
         weights, trained = dtypes[name]
         started = time.monotonic()
         try:
-            ms = layer_ms(clock, cfg, (mb, seq), weights, trained, fp8)
+            ms = layer_ms(clock, cfg, (mb, seq), weights, trained, fp8, args.profile)
         except Exception as exc:  # out of memory, torchao missing, ...
             clock.skip(f"{name} fp8={fp8}", exc)
             continue
         rows.append({"weights": name, "variant": "full" if trained else "frozen", "fp8": fp8, "compiled": True,
                      "mb": mb, "seq": seq, **ms, "seconds": round(time.monotonic() - started, 1)})  # fmt: skip
-        print(rows[-1], flush=True)
+        print({k: v for k, v in rows[-1].items() if not k.startswith("kernels")}, flush=True)
     import transformers
 
     doc = {"kind": "fp8-layer-rows", "script": "bench/scripts/fp8_layer_rows.py", "model": args.model,
