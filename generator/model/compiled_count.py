@@ -152,12 +152,6 @@ def _float8(layer, weights):
 def _per_token(model, layer, captured: dict, trained: bool, fp8: bool = False) -> float | None:
     """What `layer`, given the captured inputs, saves compiled, per token (`fp8`: with train.py's float8 Linears);
     None where AOTAutograd cannot trace it or torchao is not installed."""
-    from functorch.compile import aot_module, min_cut_rematerialization_partition
-    from torch._inductor.decomposition import select_decomp_table
-
-    from generator.model.cuda_autocast import cuda_autocast
-    from generator.model.saved_count import _stand_ins
-
     model.to(captured["weights"]).requires_grad_(False)
     if fp8:
         layer = _float8(layer, captured["weights"])
@@ -185,11 +179,28 @@ def _per_token(model, layer, captured: dict, trained: bool, fp8: bool = False) -
         saved.extend(_nbytes(base) for base in bases if base in grows and base not in shared)
         return gm
 
+    try:
+        partitioned(layer, captured, forward_graph)
+    except Exception:  # an op AOTAutograd cannot trace on meta
+        return None
+    return sum(saved) / TOKENS
+
+
+def partitioned(layer, captured: dict, forward_graph, backward_graph=None) -> None:
+    """Run `layer` on the captured inputs (the hidden states requiring grad) through AOTAutograd as inductor hands it
+    a graph, handing the partitioned forward graph to `forward_graph`; with `backward_graph`, the backward runs too
+    and its graph goes there (bench/scripts/fp8_graph_casts.py reads both)."""
+    from functorch.compile import aot_module, min_cut_rematerialization_partition
+    from torch._inductor.decomposition import select_decomp_table
+
+    from generator.model.cuda_autocast import cuda_autocast
+    from generator.model.saved_count import _stand_ins
+
     # inductor's own decompositions (torch._inductor.compile_fx hands aot_autograd the same table): the partitioner
     # then sees a LayerNorm and a GELU as the pointwise chains inductor compiles, and recomputes them rather than keep
     # their fp32 intermediates (Phi's default layer: 98.4 KB a token kept without them, 61.6 with; one H200 left
     # room for about 66 (bench/results/h200-x1-families-layernorm-2026-12-05.json); Mistral's 139.4 either way)
-    compiled = aot_module(layer, fw_compiler=forward_graph, bw_compiler=lambda gm, example_inputs: gm,
+    compiled = aot_module(layer, fw_compiler=forward_graph, bw_compiler=backward_graph or (lambda gm, inputs: gm),
                           partition_fn=min_cut_rematerialization_partition,
                           decompositions=select_decomp_table())  # fmt: skip
     args, kwargs = captured["args"], dict(captured["kwargs"])
@@ -197,12 +208,10 @@ def _per_token(model, layer, captured: dict, trained: bool, fp8: bool = False) -
         args = (args[0].detach().requires_grad_(True), *args[1:])
     else:
         kwargs["hidden_states"] = kwargs["hidden_states"].detach().requires_grad_(True)
-    try:
-        with _stand_ins(lambda *a: None), cuda_autocast():
-            compiled(*args, **kwargs)
-    except Exception:  # an op AOTAutograd cannot trace on meta
-        return None
-    return sum(saved) / TOKENS
+    with _stand_ins(lambda *a: None), cuda_autocast():
+        out = compiled(*args, **kwargs)
+        if backward_graph is not None:
+            (out[0] if isinstance(out, tuple) else out).float().sum().backward()
 
 
 VIEWS = frozenset({
