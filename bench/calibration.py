@@ -112,15 +112,20 @@ class Row:
     `host`): the row is priced with them instead of the shipped table's, as a user who probes their machine is."""
 
     @cached_property
-    def spec(self) -> ModelSpec:
-        """The model the row's prediction is for: the preset, with its layer count cut as the run's config was (read
-        once: the workload's LoRA targets and the prediction both ask)."""
+    def config(self) -> dict | None:
+        """The config the row's model is sized from: the bench model's or the preset's, its layer count cut as the
+        run's config was; None for a whole preset (load_model's)."""
         bench_model = bench_model_config(self.model)
         if self.layers is None and bench_model is None:
-            return load_model(self.model)
+            return None
         config = bench_model or preset_config(self.model)
-        layers = self.layers or config["num_hidden_layers"]
-        return spec_from_any_config({**config, "num_hidden_layers": layers}, self.model)
+        return {**config, "num_hidden_layers": self.layers or config["num_hidden_layers"]}
+
+    @cached_property
+    def spec(self) -> ModelSpec:
+        """The model the row's prediction is for (read once: the workload's LoRA targets and the prediction both
+        ask)."""
+        return load_model(self.model) if self.config is None else spec_from_any_config(self.config, self.model)
 
     @property
     def unmodelled(self) -> bool:

@@ -15,7 +15,7 @@ BENCH = Path(__file__).resolve().parent
 if str(BENCH.parent) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(BENCH.parent))
 
-from bench import family_report, fp8_curves  # noqa: E402
+from bench import family_report, fp8_curves, meta_seed  # noqa: E402
 from bench.calibration import RESULTS_DIR, error_pct, load_files, load_rows, measured_busbw, predict  # noqa: E402
 from bench.recommend import verdicts  # noqa: E402
 from bench.targets import WHY_VALIDATION_MISSED, explain, judge, judge_validation  # noqa: E402
@@ -313,7 +313,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-plots", action="store_true", help="write REPORT.md only")
     ap.add_argument("--results", type=Path, default=RESULTS_DIR)
     args = ap.parse_args(argv)
-    text, plots = build(load_files(args.results))
+    files = load_files(args.results)
+    text, plots = build(files)
     if args.check:
         current = REPORT.read_text() if REPORT.exists() else ""
         if current != text:
@@ -321,6 +322,7 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         return 0
     REPORT.write_text(text)
+    meta_seed.refresh(row.config for row in load_rows(files))
     if not args.no_plots:
         draw(plots, BENCH)
     print(f"wrote {REPORT}" + ("" if args.no_plots else f" and {len(PLOTS)} plots"))

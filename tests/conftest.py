@@ -61,14 +61,19 @@ def _private_cache(tmp_path_factory):
     """Each worker gets its own cache home, but the meta device's counts in it (generator/model/meta_cache.py) are one
     directory the workers share: an entry is keyed by the config, the versions and the counting code and written
     atomically, so a count one worker made answers the other's (the cold counts of the bench models cost ~95 s of CPU
-    and were made once a worker)."""
+    and were made once a worker). It starts with the report's committed entries (bench/meta_seed.py), each read only
+    where the counting code and versions are the ones that wrote it."""
+    from bench import meta_seed
+
     old = os.environ.get("XDG_CACHE_HOME")
     home = tmp_path_factory.mktemp("xdg-cache")
+    meta = home / "dist-config-generator" / "meta"
     if os.environ.get("PYTEST_XDIST_WORKER"):  # under xdist the base temp's parent is the run's, the same for all
         shared = tmp_path_factory.getbasetemp().parent / "meta-counts-shared"
         shared.mkdir(exist_ok=True)
-        (home / "dist-config-generator").mkdir()
-        (home / "dist-config-generator" / "meta").symlink_to(shared, target_is_directory=True)
+        meta.parent.mkdir()
+        meta.symlink_to(shared, target_is_directory=True)
+    meta_seed.install(meta)
     os.environ["XDG_CACHE_HOME"] = str(home)
     yield
     if old is None:

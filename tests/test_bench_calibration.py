@@ -56,6 +56,33 @@ def test_check_fails_on_a_stale_report(tmp_path, monkeypatch):
     assert report.main(["--check"]) == 1
 
 
+def test_meta_seeds_hold_the_rendered_entries_and_install_whole(tmp_path, monkeypatch):
+    """bench/meta_seed.py: a render's refresh keeps exactly the cache entries of the configs the meta device counts
+    (a closed-form family has none; a seed no longer read is dropped), and install never replaces an entry."""
+    from bench import meta_seed
+    from generator.model import load_model
+    from generator.model.meta_cache import entries
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setattr(meta_seed, "SEEDS", tmp_path / "seeds")
+    gpt2 = {"model_type": "gpt2", "n_embd": 64, "n_layer": 2, "n_head": 4, "vocab_size": 512, "n_positions": 256}
+    (tmp_path / "gpt2").mkdir()
+    (tmp_path / "gpt2" / "config.json").write_text(json.dumps(gpt2))
+    load_model(str(tmp_path / "gpt2"))
+    (tmp_path / "seeds").mkdir()
+    (tmp_path / "seeds" / "stale.json").write_text("{}")
+    assert meta_seed.refresh([gpt2, {"model_type": "llama"}, None]) == 1
+    entry = entries(gpt2)[0]
+    assert [p.name for p in (tmp_path / "seeds").iterdir()] == [entry.name]
+    target = tmp_path / "cache"
+    target.mkdir()
+    (target / entry.name).write_text("kept")
+    meta_seed.install(target)
+    assert (target / entry.name).read_text() == "kept" and not list(target.glob("*.part"))
+    meta_seed.install(tmp_path / "empty")
+    assert (tmp_path / "empty" / entry.name).read_bytes() == entry.read_bytes()
+
+
 def test_plots_are_committed_and_embedded():
     text = report.REPORT.read_text()
     for name in report.PLOTS.values():
