@@ -216,10 +216,22 @@ def fit_constant(name: str, rows, busbw, table, others: dict, hi: float) -> tupl
 
 SUPPLEMENT_SHAPES = {
     "attention": ("path", "heads", "kv_heads", "seq", "doc"),
-    "layers": ("hidden", "intermediate", "heads", "kv_heads", "experts", "top_k", "variant", "compiled", "mb", "seq"),
+    "layers": (
+        "hidden",
+        "intermediate",
+        "heads",
+        "kv_heads",
+        "experts",
+        "top_k",
+        "variant",
+        "compiled",
+        "precision",
+        "mb",
+        "seq",
+    ),
 }
 """What a supplement may add, and the fields that make two rows the same measurement (a row without `compiled`
-predates compiled rows and is eager)."""
+predates compiled rows and is eager; one without `precision` is bf16)."""
 GEMM_SHAPE = ("m", "k", "n", "op")
 """A supplement's GEMM rows (by dtype, as the probe writes them) are the same measurement at the same shape and op."""
 

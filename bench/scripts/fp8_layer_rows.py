@@ -8,9 +8,11 @@ float8 at 2,048 x 8 ran 272 ms a step against 229 predicted (+18.6%), where its 
 
 Each row: train.py's build of a random init (`from_config`, SDPA), at `--weights` fp32 (a full fine-tune's, under
 bf16 autocast as train.py's DDP runs it) or bf16, every weight trained (`full`) or none (`frozen`, LoRA's base),
-float8 where asked with train.py's own filter and config (training/precision.py), then each layer compiled in
-place. Per layer from the difference of two depths (generator/probe/compute_layers.py does the same, at 1 and 3),
-forward and forward + backward.
+float8 where asked as train.py converts it (compute_layers.to_float8: train.py's filter and torchao's tensorwise
+config, training/precision.py), then each layer compiled in place. Timed by the probe's own code
+(generator/probe/compute_layers.layer_seconds, which `probe --compute --full --model` runs for the float8 rows the
+estimate reads): per layer from the difference of depths 1 and 3, forward, forward + backward and checkpointed.
+Files before 2026-12-06's eighteenth session ran depths 2 and 4 with their own copy of that code.
 
     python bench/scripts/fp8_layer_rows.py --model bench/models/phi-default.json --tokens 8x2048 --out rows.json
     python bench/scripts/fp8_layer_rows.py --model mistral-7b --tokens 2x4096 --weights fp32 --profile --out m.json
@@ -31,12 +33,14 @@ REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from generator.probe.compute_bench import Clock, per_layer  # noqa: E402
-from generator.probe.compute_layers import attn_implementation, hf_config_dict, layer_config  # noqa: E402
-from training.precision import compile_layers, fp8_config, fp8_filter  # noqa: E402
-
-DEPTHS = (2, 4)
-"""train.py's compile finds the decoder layers as a repeated block list, which one layer is not."""
+from generator.probe.compute_bench import Clock  # noqa: E402
+from generator.probe.compute_layers import (  # noqa: E402
+    DEPTHS,
+    hf_config_dict,
+    layer_row,
+    layer_seconds,
+    weights_dtype,
+)
 
 
 def kernels(fn, calls: int = 3, top: int = 40) -> list[dict]:
@@ -59,46 +63,17 @@ def kernels(fn, calls: int = 3, top: int = 40) -> list[dict]:
 
 def layer_ms(
     clock: Clock, cfg: dict, tokens: tuple[int, int], weights, trained: bool, fp8: bool, profiled: bool = False
-) -> dict:
-    from transformers import AutoModelForCausalLM
-
-    cuda = clock.device == "cuda"
-    times, profile = {}, None
-    for depth in DEPTHS:
-        config = layer_config(cfg, depth, not cuda)
-        with torch.device(clock.device):
-            model = AutoModelForCausalLM.from_config(
-                config, dtype=weights, attn_implementation=attn_implementation(config, cuda)
-            )
-        model.train().requires_grad_(trained)
-        if fp8:
-            from torchao.float8 import convert_to_float8_training
-
-            convert_to_float8_training(model, config=fp8_config("tensorwise", False), module_filter_fn=fp8_filter)
-        compile_layers(model)
-        body = model.get_decoder()
-        x = torch.randn(*tokens, config.hidden_size, device=clock.device, dtype=weights, requires_grad=True)
-        grad = torch.randn_like(x)
-
-        def forward(body=body, x=x):
-            with torch.autocast(clock.device, dtype=torch.bfloat16):
-                return body(inputs_embeds=x).last_hidden_state
-
-        def both(forward=forward, grad=grad, body=body):
-            forward().float().backward(grad.float())
-            body.zero_grad(set_to_none=True)
-
-        times[depth] = (clock.time(forward), clock.time(both))
-        if profiled and depth == DEPTHS[-1]:
-            profile = kernels(both)
-        del model, body, x, grad
-        if cuda:
-            torch.cuda.empty_cache()
-    fwd, fwdbwd = per_layer(times[DEPTHS[0]], times[DEPTHS[1]], DEPTHS[1] - DEPTHS[0])
-    out = {"fwd_ms_per_layer": round(fwd * 1e3, 4), "fwdbwd_ms_per_layer": round(fwdbwd * 1e3, 4)}
-    if profile is not None:
+) -> tuple[dict, tuple, dict]:
+    """One row, its seconds and the widths keying it: the probe's own timing (compute_layers.layer_seconds),
+    compiled, at `weights`."""
+    profile: list = []
+    inspect = (lambda both: profile.extend(kernels(both))) if profiled else None
+    variant = "full" if trained else "frozen"
+    seconds, dims = layer_seconds(clock, cfg, variant, tokens, True, fp8, weights, inspect)
+    out = {f"{k}_ms_per_layer": round(s * 1e3, 4) for k, s in zip(("fwd", "fwdbwd", "ckpt"), seconds, strict=True)}
+    if profiled:
         out[f"kernels_at_{DEPTHS[-1]}_layers"] = profile
-    return out
+    return out, seconds, dims
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -109,6 +84,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--budget-s", type=float, default=300.0)
     ap.add_argument("--profile", action="store_true", help="also each row's kernels by self time (torch.profiler)")
     ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--layers-out", type=Path, help="also the float8 rows at train.py's weights as the probe writes "
+                    "them (`layers`), for bench/fit_compute.py --supplement")  # fmt: skip
     args = ap.parse_args(argv)
     cfg = hf_config_dict(args.model)
     if cfg is None:
@@ -116,7 +93,7 @@ def main(argv: list[str] | None = None) -> None:
     mb, seq = (int(v) for v in args.tokens.split("x"))
     clock = Clock("cuda" if torch.cuda.is_available() else "cpu")
     dtypes = {"fp32": (torch.float32, True), "bf16": (torch.bfloat16, False)}
-    rows, t0 = [], time.monotonic()
+    rows, layers, t0 = [], [], time.monotonic()
     for name, fp8 in product(args.weights.split(","), (False, True)):
         if time.monotonic() - t0 > args.budget_s:
             clock.skipped.append(f"{name} fp8={fp8}: past the time box")
@@ -124,10 +101,13 @@ def main(argv: list[str] | None = None) -> None:
         weights, trained = dtypes[name]
         started = time.monotonic()
         try:
-            ms = layer_ms(clock, cfg, (mb, seq), weights, trained, fp8, args.profile)
+            ms, seconds, dims = layer_ms(clock, cfg, (mb, seq), weights, trained, fp8, args.profile)
         except Exception as exc:  # out of memory, torchao missing, ...
             clock.skip(f"{name} fp8={fp8}", exc)
             continue
+        variant = "full" if trained else "frozen"
+        if fp8 and weights == weights_dtype(variant, fp8):  # the float8 rows the estimate reads
+            layers.append(layer_row(args.model, cfg["model_type"], dims, variant, (mb, seq), seconds, True, fp8))
         rows.append({"weights": name, "variant": "full" if trained else "frozen", "fp8": fp8, "compiled": True,
                      "mb": mb, "seq": seq, **ms, "seconds": round(time.monotonic() - started, 1)})  # fmt: skip
         print({k: v for k, v in rows[-1].items() if not k.startswith("kernels")}, flush=True)
@@ -139,6 +119,9 @@ def main(argv: list[str] | None = None) -> None:
            "versions": {"torch": torch.__version__, "transformers": transformers.__version__},
            "rows": rows, "skipped": clock.skipped}  # fmt: skip
     args.out.write_text(json.dumps(doc, indent=1) + "\n")
+    if args.layers_out:
+        keep = ("kind", "script", "model", "device", "measured_at", "versions", "skipped")
+        args.layers_out.write_text(json.dumps({**{k: doc[k] for k in keep}, "layers": layers}, indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -26,6 +26,8 @@ from functools import cache
 from generator.estimate.host_time import host_tables, model_host_tables, nonneg
 
 GEMM_NEIGHBOURS = 4
+FP8_ROW = "+fp8"
+"""Suffix of a layer row's variant timed with float8 Linears (`precision: fp8` in the probe's file)."""
 GEMM_BURST = "burst"
 """method.gemm_timing of a table whose GEMMs were timed in back-to-back bursts, as a step queues them (the probe
 since 2026-12-02, generator/probe/compute_bench.gemm_time)."""
@@ -76,10 +78,11 @@ class ComputeTable:
     fit: dict
     """Constants fitted on top of this table (bench/fit_compute.py) and the rows they cite; {} when none."""
     layers: dict = field(default_factory=dict)
-    """(hidden, intermediate, heads, kv_heads, experts, top_k, variant frozen | full | qlora, compiled) -> rows of
-    (mb, seq, forward s, backward s, checkpointed s) per decoder layer, fewest tokens first, timed whole
-    (generator/probe/compute_layers.py: MoE models, eager and compiled as train.py compiles them; qlora: train.py's
-    NF4 layers, bench/scripts/qlora_layer.py); {} when none. Checkpointed: forward and backward with the layer under
+    """(hidden, intermediate, heads, kv_heads, experts, top_k, variant frozen | full | qlora | frozen+fp8 | full+fp8,
+    compiled) -> rows of (mb, seq, forward s, backward s, checkpointed s) per decoder layer, fewest tokens first,
+    timed whole (generator/probe/compute_layers.py: MoE models, eager and compiled as train.py compiles them, and
+    --model's own layers, dense or MoE, with float8 Linears; qlora: train.py's NF4 layers,
+    bench/scripts/qlora_layer.py); {} when none. Checkpointed: forward and backward with the layer under
     transformers' non-reentrant checkpointing (the forward, its recompute, the backward and the checkpoint's own
     hooks), None in rows timed before it was."""
     host_step: dict = field(default_factory=dict)
@@ -158,7 +161,9 @@ def from_document(doc: dict, source: str) -> ComputeTable:
         ckpt = r.get("ckpt_ms_per_layer")
         ckpt_s = None if ckpt is None else nonneg(ckpt) / 1e3
         row = (_count(r["mb"]), _count(r["seq"]), fwd, max(both - fwd, 0.0), ckpt_s)
-        variant = (str(r["variant"]), bool(r.get("compiled")))  # rows before compiled ones existed are eager
+        # rows before compiled ones existed are eager; a float8 row (compute_layers: --model's own) is its own variant
+        fp8 = FP8_ROW if r.get("precision") == "fp8" else ""
+        variant = (str(r["variant"]) + fp8, bool(r.get("compiled")))
         layers.setdefault((*key, *variant), {})[row[0] * row[1]] = row  # a later row of one size wins
     return ComputeTable(
         gpu=str(doc.get("gpu", "unknown")),

@@ -20,6 +20,7 @@ from generator.estimate.attention import (
 from generator.estimate.attention_rates import attention_tflops
 from generator.estimate.compute_source import fitted
 from generator.estimate.compute_table import (
+    FP8_ROW,
     ComputeTable,
     cast_ns,
     gemm_tflops,
@@ -169,6 +170,15 @@ MOE_OPERATORS_NOTE = (
 joined the table, bench/results/h200-x1-families-olmoe-2026-12-04.json; Mixtral: h200-x1-families-2026-12-01.json)."""
 
 
+FP8_OPERATORS_NOTE = (
+    "fp8 (torchao float8 Linears): GEMMs and casts priced from the float8 rate table; `python -m generator probe "
+    "--compute --full --model {model}` times its float8 layers whole, for `plan --compute-file`"
+)
+"""The plan's note where a float8 step's layers are priced from their operators: on an H100 Phi's float8 layer ran
+1.04x its bf16 one and Mistral-7B's 1.24x, where the operators give both about 1.3x
+(bench/results/h100-x1-fp8-layer-rows-*-2026-12-06.json)."""
+
+
 def moe_priced_by_operators(table: ComputeTable, model: ModelSpec, workload: Workload, strategy: str) -> bool:
     """An MoE LoRA or full fine-tune on the experts' grouped path that the table has no whole-layer row for, so the
     probe's layer section would price it (QLoRA's NF4 layers are train.py's, which the probe cannot build)."""
@@ -181,15 +191,24 @@ def moe_priced_by_operators(table: ComputeTable, model: ModelSpec, workload: Wor
 
 
 def layer_row(table: ComputeTable, model: ModelSpec, workload: Workload, strategy: str) -> tuple | None:
-    """The table's whole-layer rows (fewest tokens first) for this model and workload's bf16 twin (row_twin), eager
-    or compiled as the twin runs its layers, or None: MoE models only (dense layers are priced from their operators,
-    validated on Mistral and four families), with the experts' path the rows ran."""
+    """The table's whole-layer rows (fewest tokens first) for this model and workload's twin (anchor), or None. In
+    bf16, eager or compiled as the twin runs its layers, MoE models only (dense bf16 layers are priced from their
+    operators, validated on Mistral and four families); in float8, the model's own float8 rows (compiled), dense or
+    MoE; an MoE's only where its experts take the path the rows ran."""
     variant = ROW_VARIANT.get(workload.method)
-    if not model.num_experts or variant is None or expert_impl(workload, strategy) != ROW_EXPERTS[variant]:
+    if variant is None or (model.num_experts and expert_impl(workload, strategy) != ROW_EXPERTS[variant]):
         return None
-    key = (model.hidden_size, model.intermediate_size, model.num_heads, model.num_kv_heads, model.num_experts,
-           max(model.experts_per_token, 1), variant, workload.layers_compiled)  # fmt: skip
-    return table.layers.get(key)
+    top_k = max(model.experts_per_token, 1) if model.num_experts else 0
+    dims = (model.hidden_size, model.intermediate_size, model.num_heads, model.num_kv_heads, model.num_experts, top_k)
+    if workload.precision == "fp8":
+        return table.layers.get((*dims, variant + FP8_ROW, True))
+    return table.layers.get((*dims, variant, workload.layers_compiled)) if model.num_experts else None
+
+
+def fp8_layers_in_row(table: ComputeTable, model: ModelSpec, workload: Workload, strategy: str) -> bool:
+    """Whether a float8 step's decoder layers are priced whole from the model's own float8 rows (anchor)."""
+    twin, row = anchor(table, model, workload, strategy)
+    return workload.precision == "fp8" and twin.precision == "fp8" and row is not None
 
 
 def quantised_layers_in_row(table: ComputeTable, model: ModelSpec, workload: Workload, strategy: str) -> bool:
@@ -204,9 +223,16 @@ def row_twin(workload: Workload, compiled: bool = False) -> Workload:
 
 
 def anchor(table: ComputeTable, model: ModelSpec, workload: Workload, strategy: str) -> tuple[Workload, tuple | None]:
-    """(twin, its layer rows): the compiled twin where the workload compiles its layers and the table timed them so
-    (compile fuses the MoE dispatch that the eager row holds and the operators do not count), else the eager twin;
-    rows None where the table has neither."""
+    """(twin, its layer rows): a float8 workload's own float8 twin (without Liger) where the table timed the model's
+    float8 layers (what float8 costs beside its GEMMs is not its casts' elements at one rate: FP8_OPERATORS_NOTE);
+    else the compiled twin where the workload compiles its layers and the table timed them so (compile fuses
+    the MoE dispatch that the eager row holds and the operators do not count), else the eager twin; rows None where
+    the table has none of them."""
+    if workload.precision == "fp8":
+        twin = replace(workload, liger=False)
+        row = layer_row(table, model, twin, strategy)
+        if row is not None:
+            return twin, row
     if workload.layers_compiled:
         twin = row_twin(workload, compiled=True)
         row = layer_row(table, model, twin, strategy)

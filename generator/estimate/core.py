@@ -8,7 +8,12 @@ from generator.estimate.attention_rates import HEAD_DIM_NOTE, unmeasured_head_di
 from generator.estimate.comm import communication
 from generator.estimate.compute_source import table_for, table_note
 from generator.estimate.compute_table import ComputeTable
-from generator.estimate.compute_time import MOE_OPERATORS_NOTE, moe_priced_by_operators
+from generator.estimate.compute_time import (
+    FP8_OPERATORS_NOTE,
+    MOE_OPERATORS_NOTE,
+    fp8_layers_in_row,
+    moe_priced_by_operators,
+)
 from generator.estimate.hardware import gpu_known
 from generator.estimate.host_time import priced_as_mistral
 from generator.estimate.loss import LOSS_BACKWARD_BYTES
@@ -162,8 +167,10 @@ def _notes(model: ModelSpec, workload: Workload, placement: Placement, strategy:
         notes.append("Accelerate's no_sync keeps unsharded bf16 grads during accumulation")
     if s.zero_stage in (1, 2) and placement.num_gpus > 1:
         notes.append("DeepSpeed stage 1/2 does not overlap reductions by default (overlap_comm=false)")
-    if workload.precision == "fp8":
-        notes.append("fp8 (torchao float8 Linears): GEMMs and casts priced from the float8 rate table")
+    if workload.precision == "fp8" and fp8_layers_in_row(table, model, workload, strategy):
+        notes.append(f"fp8 (torchao float8 Linears): decoder layers priced from {model.name}'s own float8 layer rows")
+    elif workload.precision == "fp8":
+        notes.append(FP8_OPERATORS_NOTE.format(model=model.name))
     if workload.mixed_precision != "bf16":
         notes.append("only bf16 mixed precision is modelled: memory and time assume it")
     if placement.num_gpus > 1 and not placement.busbw_gbps:

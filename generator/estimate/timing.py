@@ -20,7 +20,13 @@ from generator.catalog import strategies as catalog
 from generator.estimate.attention import attention_flops_per_token, useful_keys_per_query
 from generator.estimate.comm import Comm
 from generator.estimate.compute_source import fitted, table_for
-from generator.estimate.compute_time import ComputeTime, compute_time, forward_passes, quantised_layers_in_row
+from generator.estimate.compute_time import (
+    ComputeTime,
+    compute_time,
+    forward_passes,
+    fp8_layers_in_row,
+    quantised_layers_in_row,
+)
 from generator.estimate.hardware import gpu_rates
 from generator.estimate.operators import executed_flops_per_token
 from generator.estimate.passes import liger_weight_bytes
@@ -193,14 +199,17 @@ def _clip_bytes(model: ModelSpec, workload: Workload, placement: Placement, stra
     return CLIP_PASSES * _trained_pass_bytes(model, workload, placement, strategy)
 
 
-def _cast_bytes(model: ModelSpec, workload: Workload, strategy: str) -> float:
+def _cast_bytes(model: ModelSpec, workload: Workload, strategy: str, fp32_layers_in_row: bool = False) -> float:
     """fp32 weights under autocast (DDP): each forward (and recompute) casts them to bf16 (read 4 + write 2 bytes),
     and backward casts the bf16 weight gradients into the fp32 .grad (read 2 + write 4). A frozen LoRA base is cast
-    the same way in every forward but has no weight gradients; a QLoRA base is 4-bit (see _dequant_bytes)."""
+    the same way in every forward but has no weight gradients; a QLoRA base is 4-bit (see _dequant_bytes).
+    `fp32_layers_in_row`: the decoder layers' own casts ran inside a float8 row timed at fp32 weights
+    (compute_time.fp8_layers_in_row), so only the weights outside them are counted here."""
     if not _fp32_under_autocast(workload, strategy):
         return 0.0
     grads = 6.0 if workload.method == "full" else 0.0
-    return workload.grad_accum * model.params_total * (6.0 * _forward_passes(workload) + grads)
+    params = model.params_total - (model.num_layers * model.params_per_layer if fp32_layers_in_row else 0)
+    return workload.grad_accum * params * (6.0 * _forward_passes(workload) + grads)
 
 
 def _fp32_under_autocast(workload: Workload, strategy: str) -> bool:
@@ -273,7 +282,8 @@ def step_timing(
     tokens = workload.seq_len * workload.micro_batch * workload.grad_accum
     parts = compute_time(table, model, workload, strategy)
     compute = parts.total_s
-    moved = _update_bytes(model, workload, placement, strategy) + _cast_bytes(model, workload, strategy)
+    fp32_rows = workload.method == "full" and fp8_layers_in_row(table, model, workload, strategy)
+    moved = _update_bytes(model, workload, placement, strategy) + _cast_bytes(model, workload, strategy, fp32_rows)
     moved += _collective_copy_bytes(model, workload, strategy)
     moved += _foreach_extra_bytes(model, workload, placement, strategy)
     moved += _clip_bytes(model, workload, placement, strategy)

@@ -70,6 +70,14 @@ def _moe_configs(model: ModelSpec | None) -> list[tuple[str, dict]]:
     return out
 
 
+def _own_config(model: ModelSpec | None) -> list[tuple[str, dict]]:
+    """[(name, transformers config)] of --model where the probe can build it (a preset or a local config), else []."""
+    from generator.probe.compute_layers import hf_config_dict
+
+    cfg = hf_config_dict(model.name) if model is not None else None
+    return [(model.name, cfg)] if cfg is not None else []
+
+
 def env_info(device: str) -> dict:
     import torch
 
@@ -194,8 +202,16 @@ def measure(
         step("MoE decoder layers, whole")
         from generator.probe.compute_layers import layer_rows
 
+        t_layers = time.monotonic()
         doc["layers"] = layer_rows(clock, _moe_configs(model), budget.layers if cuda else 60.0,
                                    compiled=cuda and budget.compiled_layers, sizes=budget.layer_sizes)  # fmt: skip
+        own = _own_config(model)
+        if own and why is None and budget.fp8_layers:
+            step("--model's own float8 layers, whole (compile)")
+            left = (budget.layers if cuda else 60.0) - (time.monotonic() - t_layers)
+            doc["layers"] += layer_rows(clock, own, max(left, 0.0), sizes=budget.layer_sizes[:1], fp8=True)
+        elif own:
+            clock.skipped.append(f"--model's own float8 layers: {why or 'timed under --full only'}")
         if budget.host > 0 or not cuda:
             # last: Liger's rows of --model's own layer patch its model type's module (RMSNorm, RoPE) for every model of
             # that type built after them, the whole-layer rows of an MoE --model among them
@@ -236,7 +252,9 @@ def measure(
             "(generator/probe/compute_host.py); rows with a model_type: --model's own layer at the same tiny widths "
             "(generator/probe/compute_host_model.py)",
             "layers": "transformers' own MoE decoder layers at real widths, bf16, depth 3 minus depth 1, frozen and "
-            "fully trained (generator/probe/compute_layers.py)",
+            "fully trained; rows with precision fp8: --model's own layers (dense or MoE) with train.py's float8 "
+            "Linears, compiled, fully trained at fp32 weights under bf16 autocast and frozen at bf16 "
+            "(generator/probe/compute_layers.py)",
             "measured_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "seconds": round(time.monotonic() - started, 1),
             "quick": budget is QUICK,

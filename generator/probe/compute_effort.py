@@ -48,12 +48,16 @@ class Effort:
     """(query heads, kv heads, head width) layouts timed besides the 128-wide ones (grid.ATTN_WIDTH_LAYOUTS)."""
     layer_sizes: tuple[tuple[int, int], ...] = (grid.LAYER_TOKENS,)
     """(micro-batch, sequence) each MoE layer row is timed at (compute_grid.LAYER_SIZES_FULL for --full)."""
+    fp8_layers: bool = False
+    """Also time --model's own layers (dense or MoE) with train.py's float8 Linears, compiled, at the first layer
+    size (generator/probe/compute_layers.py): the estimate prices that model's float8 layers from them. Each variant
+    compiles (on one H100, 10-20 s a row: bench/results/h100-x1-fp8-layer-rows-*-2026-12-06.json)."""
 
 
 FULL = Effort("full", gemm_bf16=24.0, gemm_fp8=16.0, cast=12.0, grouped=6.0, attention=20.0, flex=36.0, host=150.0,
               layers=150.0, gemm_tokens=grid.CUDA_TOKENS, lora_tokens=grid.LORA_TOKENS, cast_shapes=3,
               compiled_casts=True, attn_seqs=grid.ATTN_SEQS, host_compiled=True, host_rounds=12,
-              compiled_layers=True, layer_sizes=grid.LAYER_SIZES_FULL, host_model=120.0,
+              compiled_layers=True, layer_sizes=grid.LAYER_SIZES_FULL, fp8_layers=True, host_model=120.0,
               attn_widths=grid.ATTN_WIDTH_LAYOUTS)  # fmt: skip
 """--full: every grid (97-150 s on one H200 over six runs, 2026-12-03: host rows 52 s, bf16 GEMMs 20, casts 17, float8
 GEMMs 13, flex 11, SDPA 10, MoE layers 5), and since 2026-12-04 the MoE layer rows compiled too (Mixtral's eager and

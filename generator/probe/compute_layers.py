@@ -18,6 +18,13 @@ compiled, and what compile fuses in an MoE layer (the router's softmax and top-k
 the grouped GEMMs, SwiGLU) is the dispatch the eager row measures and the operators do not count, so the eager row
 plus the operators' difference cannot price it (Mixtral cut to 8 layers, LoRA in float8: 14% slow so priced,
 bench/results/h200-x1-families-2026-12-02.json).
+
+`--full --model M` also times M's layers (dense or MoE) with train.py's float8 Linears, compiled, a row marked
+`precision: fp8`, fully trained at fp32 weights under bf16 autocast (train.py's full fine-tune) and frozen at bf16
+(LoRA's base). Float8's cost beside its GEMMs is not the casts' elements at one rate: on an H100 Mistral-7B's layer
+spent 2.4 ms beside its GEMMs where the casts are priced 1.2, Phi's 2.6 where they are priced 0.9, and Phi's float8
+layer ran 1.04x its bf16 one where the operators give about 1.3x (bench/results/h100-x1-fp8-layer-rows-*-2026-12-06
+.json), so a model's own float8 row prices its float8 layers where the table has one (estimate.compute_time.anchor).
 """
 
 from __future__ import annotations
@@ -113,35 +120,67 @@ def checkpointed(model, timed):
         model.gradient_checkpointing_disable()
 
 
-def _per_layer_s(
-    clock: Clock, cfg: dict, variant: str, tokens: tuple[int, int], compiled: bool = False
-) -> tuple[tuple[float, ...], dict]:
+def weights_dtype(variant: str, fp8: bool):
+    """The weights a row runs at: bf16, but a float8 full fine-tune's fp32 (train.py loads a full fine-tune's weights
+    in fp32 and runs the step under bf16 autocast; torchao casts an fp32 weight to float8 itself)."""
+    return torch.float32 if fp8 and variant == "full" else torch.bfloat16
+
+
+def to_float8(body) -> int:
+    """train.py's float8 Linears on the decoder layers (training/precision.py, which this package does not import:
+    torchao's default tensorwise config, every Linear whose dims are multiples of 16); how many were converted."""
+    from torchao.float8 import Float8LinearConfig, convert_to_float8_training
+    from torchao.float8.float8_linear import Float8Linear
+
+    from generator.catalog.gpus import fp8_aligned
+
+    def takes(module, fqn: str) -> bool:
+        return isinstance(module, torch.nn.Linear) and fp8_aligned(module.in_features, module.out_features)
+
+    convert_to_float8_training(body, config=Float8LinearConfig(), module_filter_fn=takes)
+    return sum(isinstance(m, Float8Linear) for m in body.modules())
+
+
+def layer_seconds(
+    clock: Clock, cfg: dict, variant: str, tokens: tuple[int, int], compiled: bool = False, fp8: bool = False,
+    weights=None, inspect=None,
+) -> tuple[tuple[float, ...], dict]:  # fmt: skip
+    """Per layer (forward, forward + backward, checkpointed) seconds and the widths keying the row; `fp8`: with
+    train.py's float8 Linears; `weights`: their dtype (default weights_dtype's), run under bf16 autocast where fp32
+    or float8; `inspect(both)` is called once at the deeper depth (bench/scripts/fp8_layer_rows.py profiles it)."""
     from transformers import AutoModelForCausalLM
 
     cpu = clock.device != "cuda"
+    weights = weights or weights_dtype(variant, fp8)
+    autocast = fp8 or weights == torch.float32
     times: dict[int, tuple[float, float, float]] = {}
     for depth in DEPTHS:
         config = layer_config(cfg, depth, cpu)
         with torch.device(clock.device):
             model = AutoModelForCausalLM.from_config(
-                config, dtype=torch.bfloat16, attn_implementation=attn_implementation(config, not cpu)
+                config, dtype=weights, attn_implementation=attn_implementation(config, not cpu)
             )
         body = model.get_decoder().train()
         body.requires_grad_(variant == "full")
+        if fp8 and not to_float8(body):
+            raise ValueError("no decoder Linear float8 takes (dims not multiples of 16)")
         if compiled:  # train.py's regional compile; the clock's warm-up calls pay the compile
             for layer in body.layers:
                 layer.compile()
-        x = torch.randn(*tokens, config.hidden_size, device=clock.device, dtype=torch.bfloat16, requires_grad=True)
+        x = torch.randn(*tokens, config.hidden_size, device=clock.device, dtype=weights, requires_grad=True)
         grad = torch.randn_like(x)
 
         def forward(body=body, x=x):
-            return body(inputs_embeds=x).last_hidden_state
+            with torch.autocast(clock.device, dtype=torch.bfloat16, enabled=autocast):
+                return body(inputs_embeds=x).last_hidden_state
 
         def both(forward=forward, grad=grad, body=body):
-            forward().backward(grad)
+            forward().to(grad.dtype).backward(grad)
             body.zero_grad(set_to_none=True)
 
         times[depth] = (clock.time(forward), clock.time(both), checkpointed(model, lambda both=both: clock.time(both)))
+        if inspect is not None and depth == DEPTHS[-1]:
+            inspect(both)
         del model, body, x, grad
         if clock.device == "cuda":
             torch.cuda.empty_cache()
@@ -149,14 +188,16 @@ def _per_layer_s(
 
 
 def layer_row(
-    model: str, model_type: str, dims: dict, variant: str, tokens: tuple[int, int], seconds, compiled: bool = False
-) -> dict:
+    model: str, model_type: str, dims: dict, variant: str, tokens: tuple[int, int], seconds, compiled: bool = False,
+    fp8: bool = False,
+) -> dict:  # fmt: skip
     """One row of the table's `layers` (estimate.compute_table reads it): `seconds` per layer are (forward, forward +
     backward, forward + backward checkpointed), as per_layer gives them."""
     fwd, both, ckpt = (round(s * 1e3, 4) for s in seconds)
+    precision = {"precision": "fp8", "weights": "fp32" if weights_dtype(variant, fp8) == torch.float32 else "bf16"}
     return {"model": model, "model_type": model_type, **dims, "variant": variant, "compiled": compiled,
-            "mb": tokens[0], "seq": tokens[1], "depths": list(DEPTHS), "fwd_ms_per_layer": fwd,
-            "fwdbwd_ms_per_layer": both, "ckpt_ms_per_layer": ckpt}  # fmt: skip
+            **(precision if fp8 else {}), "mb": tokens[0], "seq": tokens[1], "depths": list(DEPTHS),
+            "fwd_ms_per_layer": fwd, "fwdbwd_ms_per_layer": both, "ckpt_ms_per_layer": ckpt}  # fmt: skip
 
 
 def layer_dims(config) -> dict:
@@ -171,21 +212,23 @@ def layer_dims(config) -> dict:
 
 
 def layer_rows(clock: Clock, models: list[tuple[str, dict]], budget_s: float, compiled: bool = False,
-               sizes: tuple[tuple[int, int], ...] = (LAYER_TOKENS,)) -> list[dict]:  # fmt: skip
+               sizes: tuple[tuple[int, int], ...] = (LAYER_TOKENS,), fp8: bool = False) -> list[dict]:  # fmt: skip
     """Rows for each (name, transformers config dict), both variants (and each compiled too where `compiled`), at
-    each (micro-batch, sequence) of `sizes` (the first for every model before the next), until the time box."""
-    sizes = sizes if clock.device == "cuda" else (CPU_TOKENS,)
+    each (micro-batch, sequence) of `sizes` (the first for every model before the next), until the time box; `fp8`:
+    the float8 rows alone (compiled on the GPU, as train.py always runs float8)."""
+    cuda = clock.device == "cuda"
+    sizes = sizes if cuda else (CPU_TOKENS,)
     rows, t_end = [], time.monotonic() + budget_s
-    modes = (False, True) if compiled else (False,)
-    variants = VARIANTS if clock.device == "cuda" else VARIANTS[:1]  # CPU (tests): the plumbing, once
+    modes = (cuda,) if fp8 else (False, True) if compiled else (False,)
+    variants = VARIANTS if cuda or fp8 else VARIANTS[:1]  # CPU (tests): the plumbing, once (float8: both weights)
     for tokens, (name, cfg), variant, mode in product(sizes, models, variants, modes):
-        label = f"layer {name} {variant}" + (" compiled" if mode else "") + f" {tokens[0]}x{tokens[1]}"
-        if clock.cut(f"{label}", t_end):
+        label = f"layer {name} {variant}" + (" fp8" if fp8 else "") + (" compiled" if mode else "")
+        if clock.cut(f"{label} {tokens[0]}x{tokens[1]}", t_end):
             continue
         try:
-            seconds, dims = _per_layer_s(clock, cfg, variant, tokens, mode)
+            seconds, dims = layer_seconds(clock, cfg, variant, tokens, mode, fp8)
         except Exception as exc:  # an architecture this transformers cannot build, out of memory, ...
-            clock.skip(label, exc)
+            clock.skip(f"{label} {tokens[0]}x{tokens[1]}", exc)
             continue
-        rows.append(layer_row(name, cfg["model_type"], dims, variant, tokens, seconds, mode))
+        rows.append(layer_row(name, cfg["model_type"], dims, variant, tokens, seconds, mode, fp8))
     return rows
