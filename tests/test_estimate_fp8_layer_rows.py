@@ -141,3 +141,17 @@ def test_the_probe_times_float8_rows_the_table_reads():
     doc = _doc(*rows)
     variants = {key[6] for key in from_document(doc, "probe rows").layers}
     assert variants == {"frozen" + FP8_ROW, "full" + FP8_ROW}
+
+
+def test_an_moe_is_not_timed_at_fp32_weights():
+    """transformers runs fp32 experts in its fp32 loop, train.py casts them to bf16: the probe times neither, and says
+    why, rather than write a row that prices train.py's float8 full fine-tune with the slow loop."""
+    pytest.importorskip("transformers")
+    pytest.importorskip("torchao.float8")
+    from generator.probe.compute_bench import Clock
+    from generator.probe.compute_layers import hf_config_dict, layer_rows
+
+    clock = Clock.for_device("cpu")
+    rows = layer_rows(clock, [("mixtral-8x7b", hf_config_dict("mixtral-8x7b"))], 60.0, fp8=True)
+    assert [r["variant"] for r in rows] == ["frozen"]
+    assert any("fp32 weights: not timed" in s for s in clock.skipped)

@@ -156,6 +156,10 @@ def layer_seconds(
     times: dict[int, tuple[float, float, float]] = {}
     for depth in DEPTHS:
         config = layer_config(cfg, depth, cpu)
+        if weights == torch.float32 and expert_count(config):
+            # transformers runs fp32 experts in its per-expert fp32 loop; train.py casts them to bf16 each forward
+            # (training/moe.py), which this package does not import: such a row would time neither
+            raise ValueError("an MoE's experts at fp32 weights: not timed (train.py casts them to bf16 each forward)")
         with torch.device(clock.device):
             model = AutoModelForCausalLM.from_config(
                 config, dtype=weights, attn_implementation=attn_implementation(config, not cpu)
