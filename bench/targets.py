@@ -158,7 +158,7 @@ WHY_VALIDATION_MISSED: dict[str, str] = {
         "its GEMMs, its casts priced 0.9 (fp8_cast_scale, fitted on one Mistral-7B row whose GEMMs, over-priced "
         "against a step's, hide its own 2.4 against 1.2; h100-x1-fp8-layer-rows-*-2026-12-06). A model's own float8 "
         "layer rows (probe --compute --full --model) now price its float8 steps; with the H100's standing in, the "
-        "two Phi rows read -0.3% and +10.0% (not scored: an H100's rows are not in the table)."
+        "two Phi rows read -2.7% and +8.5% (not scored: an H100's rows are not in the table)."
     ),
     "peak allocated within 5%": (
         "Mixtral-8x7B cut to 8 layers, LoRA in float8 (+17% before, -0.4% now): a compiled decoder layer keeps "
