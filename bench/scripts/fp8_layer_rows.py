@@ -8,7 +8,7 @@ float8 at 2,048 x 8 ran 272 ms a step against 229 predicted (+18.6%), where its 
 
 Each row: train.py's build of a random init (`from_config`, SDPA), at `--weights` fp32 (a full fine-tune's, under
 bf16 autocast as train.py's DDP runs it) or bf16, every weight trained (`full`) or none (`frozen`, LoRA's base),
-float8 where asked as train.py converts it (compute_layers.to_float8: train.py's filter and torchao's tensorwise
+float8 where asked as train.py converts it (model.compiled_count.to_float8: train.py's filter and torchao's tensorwise
 config, training/precision.py), then each layer compiled in place. Timed by the probe's own code
 (generator/probe/compute_layers.layer_seconds, which `probe --compute --full --model` runs for the float8 rows the
 estimate reads): per layer from the difference of depths 1 and 3, forward, forward + backward and checkpointed.
@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> None:
         variant = "full" if trained else "frozen"
         if fp8 and weights == weights_dtype(variant, fp8):  # the float8 rows the estimate reads
             layers.append(layer_row(args.model, cfg["model_type"], dims, variant, (mb, seq), seconds, True, fp8))
-        rows.append({"weights": name, "variant": "full" if trained else "frozen", "fp8": fp8, "compiled": True,
+        rows.append({"weights": name, "variant": variant, "fp8": fp8, "compiled": True,
                      "mb": mb, "seq": seq, **ms, "seconds": round(time.monotonic() - started, 1)})  # fmt: skip
         print({k: v for k, v in rows[-1].items() if not k.startswith("kernels")}, flush=True)
     import transformers

@@ -207,8 +207,10 @@ def layer_row(table: ComputeTable, model: ModelSpec, workload: Workload, strateg
 
 def fp8_layers_in_row(table: ComputeTable, model: ModelSpec, workload: Workload, strategy: str) -> bool:
     """Whether a float8 step's decoder layers are priced whole from the model's own float8 rows (anchor)."""
+    if workload.precision != "fp8":
+        return False
     twin, row = anchor(table, model, workload, strategy)
-    return workload.precision == "fp8" and twin.precision == "fp8" and row is not None
+    return twin.precision == "fp8" and row is not None
 
 
 def quantised_layers_in_row(table: ComputeTable, model: ModelSpec, workload: Workload, strategy: str) -> bool:

@@ -131,22 +131,30 @@ def _float8(layer, weights):
     import torch
 
     try:
-        from torchao.float8 import Float8LinearConfig, convert_to_float8_training
         from torchao.float8.float8_linear import Float8Linear
     except ImportError:
         return None
+
+    layer = to_float8(copy.deepcopy(layer).to(weights))
+    for m in layer.modules():
+        if isinstance(m, Float8Linear):
+            m.register_forward_pre_hook(lambda m, a: (a[0].to(torch.bfloat16), *a[1:]))
+    return layer
+
+
+def to_float8(module):
+    """`module` with train.py's float8 Linears in place (training/precision.py, which this package does not import:
+    torchao's default tensorwise config, every Linear of a decoder block whose dims are multiples of 16); the probe's
+    float8 layer rows convert with it too (probe.compute_layers)."""
+    import torch
+    from torchao.float8 import Float8LinearConfig, convert_to_float8_training
 
     from generator.catalog.gpus import fp8_aligned
 
     def takes(m, fqn: str) -> bool:  # train.py's filter (training/precision.fp8_filter) on a decoder block
         return isinstance(m, torch.nn.Linear) and fp8_aligned(m.in_features, m.out_features)
 
-    layer = convert_to_float8_training(copy.deepcopy(layer).to(weights), config=Float8LinearConfig(),
-                                       module_filter_fn=takes)  # fmt: skip
-    for m in layer.modules():
-        if isinstance(m, Float8Linear):
-            m.register_forward_pre_hook(lambda m, a: (a[0].to(torch.bfloat16), *a[1:]))
-    return layer
+    return convert_to_float8_training(module, config=Float8LinearConfig(), module_filter_fn=takes)
 
 
 def _per_token(model, layer, captured: dict, trained: bool, fp8: bool = False) -> float | None:

@@ -126,19 +126,13 @@ def weights_dtype(variant: str, fp8: bool):
     return torch.float32 if fp8 and variant == "full" else torch.bfloat16
 
 
-def to_float8(body) -> int:
-    """train.py's float8 Linears on the decoder layers (training/precision.py, which this package does not import:
-    torchao's default tensorwise config, every Linear whose dims are multiples of 16); how many were converted."""
-    from torchao.float8 import Float8LinearConfig, convert_to_float8_training
+def float8_linears(body) -> int:
+    """How many of the decoder layers' Linears train.py's float8 conversion takes, converting them in place."""
     from torchao.float8.float8_linear import Float8Linear
 
-    from generator.catalog.gpus import fp8_aligned
+    from generator.model.compiled_count import to_float8
 
-    def takes(module, fqn: str) -> bool:
-        return isinstance(module, torch.nn.Linear) and fp8_aligned(module.in_features, module.out_features)
-
-    convert_to_float8_training(body, config=Float8LinearConfig(), module_filter_fn=takes)
-    return sum(isinstance(m, Float8Linear) for m in body.modules())
+    return sum(isinstance(m, Float8Linear) for m in to_float8(body).modules())
 
 
 def layer_seconds(
@@ -166,7 +160,7 @@ def layer_seconds(
             )
         body = model.get_decoder().train()
         body.requires_grad_(variant == "full")
-        if fp8 and not to_float8(body):
+        if fp8 and not float8_linears(body):
             raise ValueError("no decoder Linear float8 takes (dims not multiples of 16)")
         if compiled:  # train.py's regional compile; the clock's warm-up calls pay the compile
             for layer in body.layers:
