@@ -12,6 +12,7 @@ Four kinds of results file are understood, told apart by their keys:
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import shlex
 from dataclasses import dataclass, field, replace
@@ -19,7 +20,7 @@ from functools import cached_property
 from pathlib import Path
 
 from bench.harness import bench_model_config
-from bench.holdout import TRL_CLI_FIT_KEYS, VALIDATION_KEYS
+from bench.holdout import OTHER_CODE, TRL_CLI_FIT_KEYS, VALIDATION_KEYS
 from bench.run_matrix import BENCH_DOC_TOKENS
 from bench.wires import NVLINK, WIRE_VALIDATION_KEYS, busbw_by_wire, wire_of
 from generator.catalog.gpus import find_gpu
@@ -107,6 +108,11 @@ class Row:
     Mistral-7B)."""
     layers: int | None = None
     """The preset cut to its first N decoder layers (bench/families.py); None: the whole model."""
+    transformers: str | None = None
+    """The transformers version the row ran under (a results file's `versions`; None where the file names none)."""
+    ran_predicted: tuple = field(default=(), compare=False)
+    """(allocated GB, reserved GB, tokens/s) the estimator predicted when the cell ran, under its versions (sweep
+    rows); shown beside a row whose model's code the installed transformers changed (bench/holdout.OTHER_CODE)."""
     host: tuple = field(default=(), compare=False)  # dicts: no part of the row's identity or hash
     """`probe --compute` host rows measured on the row's own machine in the same device call (a results file's
     `host`): the row is priced with them instead of the shipped table's, as a user who probes their machine is."""
@@ -253,9 +259,25 @@ def _sweep_rows(name: str, data: dict) -> list[Row]:
                 model=c.get("model", MODEL),
                 layers=c.get("layers"),
                 host=tuple(data.get("host") or ()),
+                transformers=(data.get("versions") or {}).get("transformers"),
+                ran_predicted=_ran_predicted(c.get("predicted") or {}),
             )
         )
     return rows
+
+
+def _ran_predicted(p: dict) -> tuple:
+    return tuple(p.get(k) for k in ("peak_gb", "reserved_gb", "tokens_per_s_per_gpu")) if p else ()
+
+
+def installed_transformers() -> str:
+    return importlib.metadata.version("transformers")
+
+
+def other_code(row: Row, installed: str) -> bool:
+    """Whether the row's model ran other code than the installed transformers holds for it (holdout.OTHER_CODE)."""
+    versions, _ = OTHER_CODE.get(row.model, (frozenset(), ""))
+    return row.transformers in versions and installed not in versions
 
 
 def _targets(stated) -> tuple[str, ...]:
@@ -333,15 +355,18 @@ def measured_on_h200(data: dict) -> bool:
 
 def load_rows(files: dict[str, dict]) -> list[Row]:
     rows: list[Row] = []
-    superseded = _superseded(files)
+    superseded, installed = _superseded(files), installed_transformers()
     for name, data in files.items():
         machine = str(data.get("machine", name)).split(":")[0]
         if not measured_on_h200(data):
             continue
         if "cells" in data and all("script" in c for c in data["cells"].values()):
-            rows += [
-                replace(r, role="superseded") if (name, r.key) in superseded else r for r in _sweep_rows(name, data)
-            ]
+            for r in _sweep_rows(name, data):
+                if (name, r.key) in superseded:
+                    r = replace(r, role="superseded")
+                elif other_code(r, installed):
+                    r = replace(r, role="other-code")
+                rows.append(r)
         elif "cells" in data:
             rows += _matrix_rows(name, data)
         elif "measurements" in data:

@@ -67,3 +67,17 @@ TRL_CLI_FIT_KEYS = frozenset(
         "trl-g1-ddp-lora-all-s4096-mb2-ckptoff-sdpa-fill-liger-bf16",
     }
 )
+
+# Rows of a model whose modelling code differs between the transformers the row ran under (the GPU image's) and the
+# one installed here, read in both versions' sources: the estimate counts the installed code, so such a row is no
+# check of it until it runs again under that version. Shown beside what the estimator predicted when it ran (under the
+# row's own versions), unscored.
+OTHER_CODE: dict[str, tuple[frozenset[str], str]] = {
+    "falcon-default": (
+        frozenset({"5.17.0"}),
+        "transformers 5.17-5.24's FalconAttention calls SDPA itself with one key head and 71 query heads, so torch "
+        "runs its math kernel (every score in fp32); 5.25 sends it through the attention interface, whose repeat_kv "
+        "takes the fused kernels",
+    ),
+}
+"""model -> (the transformers versions whose code for it differs from the installed one's, why)."""

@@ -16,7 +16,16 @@ if str(BENCH.parent) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(BENCH.parent))
 
 from bench import family_report, fp8_curves, meta_seed  # noqa: E402
-from bench.calibration import RESULTS_DIR, error_pct, load_files, load_rows, measured_busbw, predict  # noqa: E402
+from bench.calibration import (  # noqa: E402
+    RESULTS_DIR,
+    error_pct,
+    installed_transformers,
+    load_files,
+    load_rows,
+    measured_busbw,
+    predict,
+)
+from bench.holdout import OTHER_CODE  # noqa: E402
 from bench.recommend import verdicts  # noqa: E402
 from bench.targets import WHY_VALIDATION_MISSED, explain, judge, judge_validation  # noqa: E402
 from bench.wires import busbw_by_wire  # noqa: E402
@@ -47,6 +56,23 @@ def _superseded_row(r, e) -> list[str]:
             f"{e.tokens_per_s_per_gpu:.0f}"]  # fmt: skip
 
 
+def _other_code_row(r, e) -> list[str]:
+    """A row its model's installed code no longer runs as it ran: measured, predicted when it ran (under its own
+    versions) and by the estimator now (under the installed ones)."""
+    then = dict(zip(("alloc", "reserved", "tps"), r.ran_predicted or (None, None, None), strict=True))
+    tps = "-" if r.tps is None else f"{r.tps:.0f}"
+    then_tps = (
+        "-" if then["tps"] is None or r.tps is None else f"{then['tps']:.0f} ({_pct(error_pct(then['tps'], r.tps))})"
+    )
+    then_alloc = (
+        "-"
+        if then["alloc"] is None or r.alloc_gb is None
+        else (f"{then['alloc']:.2f} ({_pct(error_pct(then['alloc'], r.alloc_gb))})")
+    )
+    return [r.label, r.source, r.transformers or "-", _f(r.alloc_gb), then_alloc, _f(e.peak_gb), tps, then_tps,
+            f"{e.tokens_per_s_per_gpu:.0f}"]  # fmt: skip
+
+
 def _f(x: float | None, fmt: str = "{:.2f}") -> str:
     return "-" if x is None else fmt.format(x)
 
@@ -64,6 +90,12 @@ def _plot_label(r) -> str:
     return f"{r.label} ({r.machine})" if r.from_matrix else r.label
 
 
+OTHER_CODE_NOTE = (
+    "Rows whose model's code differs between the transformers they ran under (the GPU image's) and the one the "
+    "estimate counts here ({installed}), read in both versions' sources (bench/holdout.py OTHER_CODE): shown beside "
+    "what the estimator predicted when they ran, under their own versions, and unscored until they run under the "
+    "installed one:"
+)
 VALIDATION_NOTE = (
     "Rows of the single-GPU sweep (`bench/sweep.py`) named in `bench/holdout.py`'s VALIDATION_KEYS before any "
     "term was fitted to the sweep, and every row of the scripts people launch (`custom`: a plain Accelerate loop; "
@@ -195,6 +227,7 @@ def build(files: dict[str, dict]) -> tuple[str, dict]:
     recs = verdicts(rows, busbw, wires)
     held_mem, held_tput = [m for m in mem if m[0].role == "validation"], [t for t in tput if t[0].role == "validation"]
     old = [m for m in mem if m[0].role == "superseded"]
+    other = [m for m in mem if m[0].role == "other-code"]
     mem, tput = [m for m in mem if m[0].role == "fit"], [t for t in tput if t[0].role == "fit"]
     results = judge([m for m in mem if not m[0].unmodelled], [t for t in tput if not t[0].unmodelled], recs)
     held = judge_validation(held_mem, held_tput)
@@ -226,6 +259,12 @@ def build(files: dict[str, dict]) -> tuple[str, dict]:
         head = ["row", "source", "alloc measured", "predicted", "reserved measured", "predicted", "tokens/s",
                 "predicted"]  # fmt: skip
         md += _table(head, [_superseded_row(r, e) for r, e, *_ in old])
+    if other:
+        md += ["", OTHER_CODE_NOTE.format(installed=installed_transformers()), ""]
+        md += [f"- {model}: {why}." for model, (_, why) in sorted(OTHER_CODE.items())] + [""]
+        head = ["row", "source", "transformers", "alloc measured", "predicted then", "now", "tokens/s",
+                "predicted then", "now"]  # fmt: skip
+        md += _table(head, [_other_code_row(r, e) for r, e, *_ in other])
     md += ["", "## Peak memory per GPU (GB)", "", f"![peak memory]({PLOTS['memory']})", ""]
     md += _table(
         [

@@ -135,3 +135,25 @@ def test_a_pick_that_ran_out_of_memory_misses_and_an_unmeasured_one_is_not_judge
     (tmp_path / "h200-x2-2099-01-01.json").write_text(json.dumps(matrix))
     text, _ = report.build(load_files(tmp_path))
     assert f"| recommendation within 3% of the fastest that fits {verdict}" in text
+
+
+def test_a_row_whose_model_ran_other_code_is_shown_unscored(monkeypatch):
+    """bench/holdout.OTHER_CODE: Falcon's rows ran under transformers 5.17 (the GPU image's), whose FalconAttention
+    takes SDPA's math kernel; a newer install counts other code for it, so those rows leave the validation targets
+    and are shown beside what the estimator predicted when they ran. Under the version they ran with they score."""
+    from bench import calibration
+
+    name = "h200-x1-falcon-memory-2026-12-06.json"
+    one = {name: FILES[name]}
+    for installed, role in (("5.25.0", "other-code"), ("5.17.0", "validation")):
+        monkeypatch.setattr(calibration, "installed_transformers", lambda v=installed: v)
+        rows = load_rows(one)
+        assert rows and {(r.model, r.transformers, r.role) for r in rows} == {("falcon-default", "5.17.0", role)}
+    assert all(len(r.ran_predicted) == 3 and r.ran_predicted[2] > 0 for r in rows)
+    monkeypatch.setattr(calibration, "installed_transformers", lambda: "5.25.0")
+    monkeypatch.setattr(report, "installed_transformers", lambda: "5.25.0")
+    md, _ = report.build(one)
+    held = md.split("## Validation rows")[1].split("## Peak memory")[0]
+    assert "falcon-default lora" not in held.split("Rows whose model's code")[0]  # out of the scored tables
+    table = held.split("Rows whose model's code")[1]
+    assert "| 5.17.0 |" in table and "(+114.1%)" in table  # the run's own prediction, its error beside it

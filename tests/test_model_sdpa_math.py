@@ -89,3 +89,4 @@ def test_the_plan_says_why_and_how_to_avoid_it():
     without = own_layer_reason(replace(math, attentions=("sdpa", "eager")), work)
     assert any("math kernel" in line and "--attention flex" in line for line in with_flex)
     assert any("math kernel" in line and "newer transformers" in line for line in without)
+    assert any("at most" in line for line in without)  # the speed priced as the fused kernel's is an upper bound
