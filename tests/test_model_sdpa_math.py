@@ -89,4 +89,66 @@ def test_the_plan_says_why_and_how_to_avoid_it():
     without = own_layer_reason(replace(math, attentions=("sdpa", "eager")), work)
     assert any("math kernel" in line and "--attention flex" in line for line in with_flex)
     assert any("math kernel" in line and "newer transformers" in line for line in without)
-    assert any("at most" in line for line in without)  # the speed priced as the fused kernel's is an upper bound
+
+
+def _table(*math_rows: dict):
+    """The shipped H200 table with these SDPA math-kernel rows in place of its own (times made up for the test)."""
+    import copy
+    import json
+
+    from generator.estimate.compute_source import SHIPPED
+    from generator.estimate.compute_table import from_document
+
+    doc = copy.deepcopy(json.loads(SHIPPED.read_text()))
+    doc["attention"] = [*(r for r in doc["attention"] if r["path"] != "sdpa_math"), *math_rows]
+    doc["measured"] = False  # read as given
+    return from_document(doc, "test rows")
+
+
+def _math_row(fwd_ms: float, fwdbwd_ms: float) -> dict:
+    return {"path": "sdpa_math", "heads": 71, "kv_heads": 1, "head_dim": 64, "seq": 2048, "mb": 8, "doc": 2048,
+            "keys_per_query": 2048.0, "fwd_ms": fwd_ms, "fwdbwd_ms": fwdbwd_ms}  # fmt: skip
+
+
+def test_the_math_kernel_is_priced_from_its_own_rows_and_the_plan_says_so_without_them():
+    from generator.estimate import Placement, estimate
+    from generator.estimate.attention import rates_path
+    from generator.estimate.attention_rates import attention_tflops, math_priced_as_fused
+    from generator.estimate.compute_time import compute_time
+
+    fused, math = _falcon_math()
+    work = Workload(seq_len=2048, micro_batch=2, method="lora", grad_checkpointing=False, load_dtype="bf16")
+    assert rates_path(math, work) == "sdpa_math"
+    assert rates_path(math, replace(work, attention="flex")) == "flex"
+    assert rates_path(replace(fused, layer_saved=None), work) == "sdpa_causal"
+    plain, timed = _table(), _table(_math_row(20.0, 60.0))
+    dense = attention_tflops(plain, "sdpa_dense", 2048, 71, 1, 2048, 64)
+    assert attention_tflops(plain, "sdpa_math", 2048, 71, 1, 2048, 64) == dense  # no rows: the fused kernel's rate
+    # with the row: a quarter of its 8 sequences a layer, forward 20 ms and backward 40 each, over every layer
+    flops = 4.0 * 2 * 2048 * 71 * 64 * 2048
+    priced_dense = math.num_layers * flops * (1 / (dense[0] * 1e12) + 1 / (dense[1] * 1e12))
+    more = compute_time(timed, math, work, "ddp").gpu_s - compute_time(plain, math, work, "ddp").gpu_s
+    assert more == pytest.approx(math.num_layers * 0.25 * (0.020 + 0.040) - priced_dense, rel=1e-6)
+    compiled = replace(work, compiled_layers=True)
+    assert (math_priced_as_fused(plain, math, work), math_priced_as_fused(timed, math, work)) == ("unmeasured", None)
+    assert math_priced_as_fused(timed, math, compiled) == "compiled"  # inductor rewrites it: not the eager kernel
+    assert compute_time(timed, math, compiled, "ddp").gpu_s == compute_time(plain, math, compiled, "ddp").gpu_s
+    assert math_priced_as_fused(plain, fused, work) is None
+    one = Placement(num_gpus_per_machine=1, gpu_name="NVIDIA H200", gpu_memory_gb=150.75, busbw_gbps=0)
+    said = [n for n in estimate(math, compiled, one, "ddp").notes if "SDPA's math kernel" in n]
+    assert len(said) == 1 and "at most as fast" in said[0] and "inductor" in said[0]
+    assert not any("SDPA's math kernel" in n for n in estimate(math, work, one, "ddp").notes)  # the shipped rows'
+    assert not any("SDPA's math kernel" in n for n in estimate(fused, work, one, "ddp").notes)
+
+
+def test_the_probe_times_the_math_kernel_as_such_a_class_calls_it():
+    """One key head broadcast over four query heads runs (the math kernel's broadcast); two key heads for four do not,
+    and are skipped rather than timed on another kernel."""
+    from generator.probe.compute_attention import attention_rows
+    from generator.probe.compute_bench import Clock
+
+    clock = Clock.for_device("cpu")
+    rows = attention_rows(clock, ["sdpa_math"], ((4, 1, 32), (4, 2, 32)), (128,), 256, 32, 30.0, doc=0)
+    assert [(r["path"], r["heads"], r["kv_heads"], r["keys_per_query"]) for r in rows] == [("sdpa_math", 4, 1, 128.0)]
+    assert rows[0]["fwd_ms"] > 0 and rows[0]["fwdbwd_ms"] > 0
+    assert any("sdpa_math 4/2x32" in s for s in clock.skipped)

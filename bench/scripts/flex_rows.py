@@ -8,6 +8,11 @@ faster than predicted (bench/results/h200-x1-trl-cli-2026-12-03-c.json). This ti
 probe's own code (generator/probe/compute_attention.py), so `bench/fit_compute.py --supplement FILE` can add them.
 
     python bench/scripts/flex_rows.py --pair 16384x4096 8192x4096 --out flex-rows.json
+
+`--path sdpa_math` times SDPA's math kernel instead (a class handing SDPA fewer key heads than query heads without
+enable_gqa, Falcon-7B's in transformers 5.17-5.24; the probe times it with `--model` of such a model), whole rows:
+
+    python bench/scripts/flex_rows.py --path sdpa_math --layout 71x1x64 --pair 2048x2048 4096x4096 --out math.json
 """
 
 from __future__ import annotations
@@ -34,7 +39,8 @@ def pair(text: str) -> tuple[int, int]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--pair", type=pair, nargs="+", required=True, help="ROWxDOC: row tokens x document tokens")
-    ap.add_argument("--layout", default="32x8", help="query heads x kv heads at head_dim 128 (default Mistral's)")
+    ap.add_argument("--layout", default="32x8", help="query heads x kv heads [x head_dim, default 128] (Mistral's)")
+    ap.add_argument("--path", choices=("flex", "sdpa_math"), default="flex")
     ap.add_argument("--tokens", type=int, default=grid.ATTN_TOKENS, help="tokens per call (micro-batch = tokens/row)")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args(argv)
@@ -45,17 +51,20 @@ def main(argv: list[str] | None = None) -> int:
     from generator.probe.compute_bench import Clock
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    heads, kv = (int(x) for x in args.layout.split("x"))
+    heads, kv, *width = (int(x) for x in args.layout.split("x"))
     clock = Clock.for_device(device)
-    dim = 128 if device == "cuda" else 32
+    dim = (width[0] if width else 128) if device == "cuda" else 32
     rows = []
     for seq, doc in args.pair:
-        rows += attention_rows(clock, ["flex"], [(heads, kv)], [seq], args.tokens, dim, 600.0, doc=doc)
+        doc = 0 if args.path == "sdpa_math" else doc  # whole rows: the math kernel computes every score anyway
+        rows += attention_rows(clock, [args.path], [(heads, kv, dim)], [seq], args.tokens, dim, 600.0, doc=doc)
     name = torch.cuda.get_device_name() if device == "cuda" else "cpu"
     args.out.write_text(json.dumps({"device": name, "torch": torch.__version__, "rows": rows,
                                     "skipped": clock.skipped}, indent=1) + "\n")  # fmt: skip
     for row in rows:
-        print(f"flex {row['seq']}/{row['doc']}: fwd {row['fwd_tflops']} fwd+bwd {row['fwdbwd_tflops']} TFLOP/s")
+        print(
+            f"{row['path']} {row['seq']}/{row['doc']}: fwd {row['fwd_tflops']} fwd+bwd {row['fwdbwd_tflops']} TFLOP/s"
+        )
     print(*clock.skipped, sep="\n")
     return 0 if rows else 1
 

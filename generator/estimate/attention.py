@@ -107,6 +107,20 @@ def kernel_path(model: ModelSpec, workload: Workload) -> str:
     return "sdpa_causal"
 
 
+def rates_path(model: ModelSpec, workload: Workload) -> str:
+    """The path whose measured rates price the kernel: kernel_path, except that SDPA's math kernel (counted at sizing,
+    sdpa_math) in eager layers is priced from its own rows (`sdpa_math`, scores in fp32), which it runs far below the
+    fused kernels' rates; attention_rates takes the dense kernel's where the table has none. A compiled layer does not
+    run the eager kernel: AOTAutograd traces its decomposition and inductor rewrites it (its SDPA pattern matcher,
+    torch/_inductor/fx_passes/fuse_attention.py, can put a fused kernel back), so that stays at the dense rate, an
+    upper bound (Falcon's compiled LoRA under transformers 5.17 ran 7,995 tokens/s, the math rows price 4,470 and the
+    dense ones 14,644)."""
+    counted = model.layer_saved.path if model.layer_saved is not None else None
+    if workload.attention == "sdpa" and counted == "sdpa_math" and not workload.layers_compiled:
+        return "sdpa_math"
+    return kernel_path(model, workload)
+
+
 def _mean_reach(doc: int, window: int | None) -> float:
     """Mean keys a query reaches inside its document, under a sliding window: mean over p < doc of min(p, window)."""
     if not window or doc <= window:

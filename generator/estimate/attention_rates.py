@@ -7,6 +7,8 @@ import math
 from functools import cache
 
 from generator.estimate.compute_table import ComputeTable, weighted_rate
+from generator.estimate.types import Workload
+from generator.model.types import ModelSpec
 
 ATTENTION_HEAD_DIM = 128
 """The head width the probe's default attention grid runs at (probe.compute_grid.ATTN_LAYOUTS); `probe --compute
@@ -31,8 +33,10 @@ def attention_tflops(
     """(forward, backward) TFLOP/s on the forward's executed FLOPs of one attention call on `path`, by sequence,
     head layout and (flex) document length, from the rows at the measured head width nearest `head_dim` (a kernel's
     tiles, and so its rate, follow the width: the default grid runs 128 alone). eager reads dense SDPA's rates;
-    flex without rows the flash path's."""
-    path = {"eager": "sdpa_dense"}.get(path, path)
+    flex without rows the flash path's; SDPA's math kernel (attention.rates_path) its own rows where the table has them,
+    else dense SDPA's (an upper bound, which the plan says: math_priced_as_fused)."""
+    if path == "eager" or (path == "sdpa_math" and not table.attention.get("sdpa_math")):
+        path = "sdpa_dense"
     doc = min(doc or seq, seq)
     if path == "flex" and not flex_measured_near(table, doc):
         path = "sdpa_causal"  # one causal block per document: the flash path's tiles, at its measured rate
@@ -43,6 +47,30 @@ def attention_tflops(
     rows = [r for r in rows if r[4] == width]
     key = (seq, heads, kv_heads, doc)
     return weighted_rate(rows, key, 4, 5), weighted_rate(rows, key, 4, 6)
+
+
+MATH_KERNEL_NOTE = (
+    "speed: {model}'s attention takes SDPA's math kernel (every score in fp32), priced here at the fused kernel's "
+    "rate: {why}. The step is at most as fast as predicted (one H200, Falcon-7B's shape under transformers 5.17, LoRA "
+    "at 2,048 x 2: 4,119 tokens/s eager and 7,995 compiled where 8,818 and 14,644 were priced so; "
+    "bench/results/h200-x1-falcon-memory-2026-12-06.json)"
+)
+"""The plan's line where the model's attention takes SDPA's math kernel and is priced at the dense kernel's rate."""
+MATH_WHY = {
+    "compiled": "compiled layers trace it and inductor rewrites it, which no row times",
+    "unmeasured": "the table has no rows of it; `python -m generator probe --compute --model {model}` times it",
+}
+
+
+def math_priced_as_fused(table: ComputeTable, model: ModelSpec, workload: Workload) -> str | None:
+    """Why a model whose attention takes SDPA's math kernel (counted at sizing) is priced at the dense kernel's rate
+    (a MATH_WHY key), or None where it is not (another path, or eager layers priced from the math rows)."""
+    counted = model.layer_saved.path if model.layer_saved is not None else None
+    if workload.attention != "sdpa" or counted != "sdpa_math":
+        return None
+    if workload.layers_compiled:
+        return "compiled"
+    return None if table.attention.get("sdpa_math") else "unmeasured"
 
 
 HEAD_DIM_NOTE = (

@@ -47,7 +47,7 @@ tokens, both sides, all three layouts) of per-call minus burst time, one H200, 2
 per call (no method.gemm_timing: the probe before this date); a 1-3 ms GEMM moves 1-2%, a 40 us rank-16 one half.
 Without it LoRA's rank-16 GEMMs were priced at 180 ms of a Mistral-7B step that profiled 74-78 ms of them
 (bench/results/profile-h200-2026-12-02/)."""
-ATTENTION_PATHS = ("sdpa_causal", "sdpa_dense", "flex")
+ATTENTION_PATHS = ("sdpa_causal", "sdpa_dense", "flex", "sdpa_math")
 
 
 @dataclass(frozen=True, eq=False)

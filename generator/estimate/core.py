@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from generator.catalog import strategies as catalog
 from generator.estimate.activations import activation_terms, residual_bytes
-from generator.estimate.attention_rates import HEAD_DIM_NOTE, unmeasured_head_dim
+from generator.estimate.attention_rates import (
+    HEAD_DIM_NOTE,
+    MATH_KERNEL_NOTE,
+    MATH_WHY,
+    math_priced_as_fused,
+    unmeasured_head_dim,
+)
 from generator.estimate.comm import communication
 from generator.estimate.compute_source import table_for, table_note
 from generator.estimate.compute_table import ComputeTable
@@ -182,6 +188,9 @@ def _notes(model: ModelSpec, workload: Workload, placement: Placement, strategy:
         notes.append(speed)
     if by_operators:
         notes.append(MOE_OPERATORS_NOTE.format(model=model.name))
+    why = math_priced_as_fused(table, model, workload)
+    if why is not None:
+        notes.append(MATH_KERNEL_NOTE.format(model=model.name, why=MATH_WHY[why].format(model=model.name)))
     width = unmeasured_head_dim(table, model.head_dim)
     if width is not None:
         notes.append(HEAD_DIM_NOTE.format(dim=model.head_dim, width=width, model=model.name))

@@ -131,9 +131,7 @@ def own_layer_reason(model: ModelSpec, workload: Workload) -> list[str]:
             f"attention: this transformers' {model.model_type} hands SDPA {model.num_kv_heads} key head(s) for "
             f"{model.num_heads} query heads without enable_gqa, so no fused kernel takes it and torch runs its math "
             f"kernel, which keeps every score in fp32 ({counted.score_bytes:g} bytes a score and head, counted at "
-            f"sizing): memory priced so; its speed is priced at the fused kernel's rate and is at most that (one "
-            "H200, Falcon-7B's shape under transformers 5.17, LoRA at 2,048 x 2: 4,119 tokens/s where 8,818 were "
-            f"priced; bench/results/h200-x1-falcon-memory-2026-12-06.json); {avoid}"
+            f"sizing): memory priced so, its speed as the speed line says; {avoid}"
         )
     key = ("backward_end", "layer_recompute") if workload.grad_checkpointing else ("forward_end", "activations")
     own, llama = (

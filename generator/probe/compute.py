@@ -175,6 +175,11 @@ def measure(
         tokens_attn = grid.ATTN_TOKENS if cuda else 256
         doc["attention"] = attention_rows(clock, ["sdpa_causal", "sdpa_dense"], layouts, seqs, tokens_attn, dim,
                                           budget.attention, doc=0)  # fmt: skip
+        if model is not None and model.layer_saved is not None and model.layer_saved.path == "sdpa_math":
+            step("SDPA's math kernel (the model's own layout)")
+            own = (model.num_heads, model.num_kv_heads, model.head_dim) if cuda else (4, 1, dim)
+            doc["attention"] += attention_rows(clock, ["sdpa_math"], (own,), seqs, tokens_attn, dim,
+                                               budget.attention, doc=0)  # fmt: skip
         if budget.flex > 0 and cuda:
             step("flex attention (compiles)")
             flex_seqs, t_flex = (4096, 16384), time.monotonic()

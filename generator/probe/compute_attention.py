@@ -6,6 +6,10 @@
 - sdpa_dense: SDPA with a materialised bool [mb, 1, s, s] causal mask, k/v repeated to every query head
   (transformers' repeat_kv; the repeat is timed with the call): the memory-efficient kernel, every score computed.
 - flex: flex_attention (compiled, as transformers calls it) over a block mask of packed FLEX_DOC_TOKENS documents.
+- sdpa_math: SDPA's math kernel, for a model whose count takes it (LayerSaved.path sdpa_math: a class handing SDPA
+  fewer key heads than query heads without enable_gqa, Falcon-7B's in transformers 5.17-5.24), at its own layout:
+  k/v broadcast as the class passes them, a bool causal mask, every score computed in fp32 (torch's default,
+  allow_fp16_bf16_reduction_math_sdp off).
 Rows keep the raw milliseconds and the geometry; `keys_per_query` names the keys each query multiplies on that path
 (dense s, causal (s+1)/2, flex the kept 128-tiles' mean) and `tflops` is 4*mb*H*d*s*keys forward, x3.5 fwd+bwd
 (backward: 2.5x the forward's matmuls, dQ dK dV and the recomputed scores).
@@ -55,6 +59,16 @@ def _callable(path: str, q, k, v, seq: int, doc: int, device: str):
         n = heads // kv
         fn = lambda: F.scaled_dot_product_attention(q, _repeat(k, n), _repeat(v, n), attn_mask=mask)  # noqa: E731
         return fn, float(seq)
+    if path == "sdpa_math":  # k/v broadcast unrepeated, no enable_gqa: as a class that takes the math kernel calls it
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        mask = torch.ones(seq, seq, device=device, dtype=torch.bool).tril()[None, None].expand(q.shape[0], 1, -1, -1)
+
+        def math():
+            with sdpa_kernel(SDPBackend.MATH):
+                return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+        return math, float(seq)
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
     doc_id = torch.arange(seq, device=device) // doc
