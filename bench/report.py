@@ -19,7 +19,6 @@ from bench import family_report, fp8_curves, meta_seed  # noqa: E402
 from bench.calibration import (  # noqa: E402
     RESULTS_DIR,
     error_pct,
-    installed_transformers,
     load_files,
     load_rows,
     measured_busbw,
@@ -92,9 +91,9 @@ def _plot_label(r) -> str:
 
 OTHER_CODE_NOTE = (
     "Rows whose model's code differs between the transformers they ran under (the GPU image's) and the one the "
-    "estimate counts here ({installed}), read in both versions' sources (bench/holdout.py OTHER_CODE): shown beside "
-    "what the estimator predicted when they ran, under their own versions, and unscored until they run under the "
-    "installed one:"
+    "estimate counts where this report is rendered, read in both versions' sources (bench/holdout.py OTHER_CODE): "
+    "shown beside what the estimator predicted when they ran, under their own versions, and unscored until they run "
+    "under the installed one:"
 )
 VALIDATION_NOTE = (
     "Rows of the single-GPU sweep (`bench/sweep.py`) named in `bench/holdout.py`'s VALIDATION_KEYS before any "
@@ -260,7 +259,7 @@ def build(files: dict[str, dict]) -> tuple[str, dict]:
                 "predicted"]  # fmt: skip
         md += _table(head, [_superseded_row(r, e) for r, e, *_ in old])
     if other:
-        md += ["", OTHER_CODE_NOTE.format(installed=installed_transformers()), ""]
+        md += ["", OTHER_CODE_NOTE, ""]
         md += [f"- {model}: {why}." for model, (_, why) in sorted(OTHER_CODE.items())] + [""]
         head = ["row", "source", "transformers", "alloc measured", "predicted then", "now", "tokens/s",
                 "predicted then", "now"]  # fmt: skip

@@ -151,7 +151,6 @@ def test_a_row_whose_model_ran_other_code_is_shown_unscored(monkeypatch):
         assert rows and {(r.model, r.transformers, r.role) for r in rows} == {("falcon-default", "5.17.0", role)}
     assert all(len(r.ran_predicted) == 3 and r.ran_predicted[2] > 0 for r in rows)
     monkeypatch.setattr(calibration, "installed_transformers", lambda: "5.25.0")
-    monkeypatch.setattr(report, "installed_transformers", lambda: "5.25.0")
     md, _ = report.build(one)
     held = md.split("## Validation rows")[1].split("## Peak memory")[0]
     assert "falcon-default lora" not in held.split("Rows whose model's code")[0]  # out of the scored tables
