@@ -131,7 +131,8 @@ def own_layer_reason(model: ModelSpec, workload: Workload) -> list[str]:
             f"attention: this transformers' {model.model_type} hands SDPA {model.num_kv_heads} key head(s) for "
             f"{model.num_heads} query heads without enable_gqa, so no fused kernel takes it and torch runs its math "
             f"kernel, which keeps every score in fp32 ({counted.score_bytes:g} bytes a score and head, counted at "
-            f"sizing): memory priced so, its speed as the speed line says; {avoid}"
+            f"sizing): memory priced so, and its speed from the table's rows of that kernel (a speed line says where "
+            f"they do not apply); {avoid}"
         )
     key = ("backward_end", "layer_recompute") if workload.grad_checkpointing else ("forward_end", "activations")
     own, llama = (
