@@ -107,6 +107,16 @@ def kernel_path(model: ModelSpec, workload: Workload) -> str:
     return "sdpa_causal"
 
 
+def counts_math_kernel(model: ModelSpec) -> bool:
+    """Whether sizing counted SDPA's math kernel for the model's class (LayerSaved.path sdpa_math)."""
+    return model.layer_saved is not None and model.layer_saved.path == "sdpa_math"
+
+
+def takes_math_kernel(model: ModelSpec, workload: Workload) -> bool:
+    """Whether the workload's attention runs SDPA's math kernel: SDPA asked for, on a class counted taking it."""
+    return workload.attention == "sdpa" and counts_math_kernel(model)
+
+
 def rates_path(model: ModelSpec, workload: Workload) -> str:
     """The path whose measured rates price the kernel: kernel_path, except that SDPA's math kernel (counted at sizing,
     sdpa_math) in eager layers is priced from its own rows (`sdpa_math`, scores in fp32), which it runs far below the
@@ -115,8 +125,7 @@ def rates_path(model: ModelSpec, workload: Workload) -> str:
     torch/_inductor/fx_passes/fuse_attention.py, can put a fused kernel back), so that stays at the dense rate, an
     upper bound (Falcon's compiled LoRA under transformers 5.17 ran 7,995 tokens/s, the math rows price 4,470 and the
     dense ones 14,644)."""
-    counted = model.layer_saved.path if model.layer_saved is not None else None
-    if workload.attention == "sdpa" and counted == "sdpa_math" and not workload.layers_compiled:
+    if takes_math_kernel(model, workload) and not workload.layers_compiled:
         return "sdpa_math"
     return kernel_path(model, workload)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from functools import cache
 
+from generator.estimate.attention import takes_math_kernel
 from generator.estimate.compute_table import ComputeTable, weighted_rate
 from generator.estimate.types import Workload
 from generator.model.types import ModelSpec
@@ -65,8 +66,7 @@ MATH_WHY = {
 def math_priced_as_fused(table: ComputeTable, model: ModelSpec, workload: Workload) -> str | None:
     """Why a model whose attention takes SDPA's math kernel (counted at sizing) is priced at the dense kernel's rate
     (a MATH_WHY key), or None where it is not (another path, or eager layers priced from the math rows)."""
-    counted = model.layer_saved.path if model.layer_saved is not None else None
-    if workload.attention != "sdpa" or counted != "sdpa_math":
+    if not takes_math_kernel(model, workload):
         return None
     if workload.layers_compiled:
         return "compiled"

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from generator.estimate.activations import activation_terms
+from generator.estimate.attention import takes_math_kernel
 from generator.estimate.moe import DENSE_EXPERTS
 from generator.estimate.types import Workload
 from generator.model.config_dims import EXPERTS_LAYOUT
@@ -124,7 +125,7 @@ def own_layer_reason(model: ModelSpec, workload: Workload) -> list[str]:
             f"attention: {model.model_type} builds its causal mask on every call (no is_causal shortcut), so SDPA "
             "runs its masked kernel over every score and keeps the mask's bias; priced so"
         )
-    if counted.path == "sdpa_math" and workload.attention == "sdpa":
+    if takes_math_kernel(model, workload):
         # Falcon's class has no flex path; transformers 5.25's Falcon repeats the key heads and takes a fused kernel
         avoid = "--attention flex avoids it" if "flex" in model.attentions else "a newer transformers may avoid it"
         lines.append(

@@ -23,6 +23,7 @@ from __future__ import annotations
 import time
 from datetime import datetime, timezone
 
+from generator.estimate.attention import counts_math_kernel
 from generator.estimate.attention_rates import ATTENTION_HEAD_DIM
 from generator.estimate.compute_table import GEMM_BURST
 from generator.model.types import ModelSpec
@@ -175,7 +176,7 @@ def measure(
         tokens_attn = grid.ATTN_TOKENS if cuda else 256
         doc["attention"] = attention_rows(clock, ["sdpa_causal", "sdpa_dense"], layouts, seqs, tokens_attn, dim,
                                           budget.attention, doc=0)  # fmt: skip
-        if model is not None and model.layer_saved is not None and model.layer_saved.path == "sdpa_math":
+        if model is not None and counts_math_kernel(model):
             step("SDPA's math kernel (the model's own layout)")
             own = (model.num_heads, model.num_kv_heads, model.head_dim) if cuda else (4, 1, dim)
             doc["attention"] += attention_rows(clock, ["sdpa_math"], (own,), seqs, tokens_attn, dim,

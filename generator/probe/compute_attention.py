@@ -41,6 +41,11 @@ def _repeat(x, n: int):
     return x[:, :, None].expand(mb, kv, n, s, d).reshape(mb, kv * n, s, d)
 
 
+def _causal_mask(q, seq: int, device: str):
+    """A materialised bool causal mask [mb, 1, s, s], as transformers builds one for SDPA."""
+    return torch.ones(seq, seq, device=device, dtype=torch.bool).tril()[None, None].expand(q.shape[0], 1, -1, -1)
+
+
 def _callable(path: str, q, k, v, seq: int, doc: int, device: str):
     """(the call, keys per query); `doc` 0 = one document per sequence."""
     heads, kv = q.shape[1], k.shape[1]
@@ -55,14 +60,14 @@ def _callable(path: str, q, k, v, seq: int, doc: int, device: str):
             fn = lambda: F.scaled_dot_product_attention(q, _repeat(k, n), _repeat(v, n), is_causal=True)  # noqa: E731
             return fn, (seq + 1) / 2
     if path == "sdpa_dense":
-        mask = torch.ones(seq, seq, device=device, dtype=torch.bool).tril()[None, None].expand(q.shape[0], 1, -1, -1)
+        mask = _causal_mask(q, seq, device)
         n = heads // kv
         fn = lambda: F.scaled_dot_product_attention(q, _repeat(k, n), _repeat(v, n), attn_mask=mask)  # noqa: E731
         return fn, float(seq)
     if path == "sdpa_math":  # k/v broadcast unrepeated, no enable_gqa: as a class that takes the math kernel calls it
         from torch.nn.attention import SDPBackend, sdpa_kernel
 
-        mask = torch.ones(seq, seq, device=device, dtype=torch.bool).tril()[None, None].expand(q.shape[0], 1, -1, -1)
+        mask = _causal_mask(q, seq, device)
 
         def math():
             with sdpa_kernel(SDPBackend.MATH):
