@@ -111,8 +111,8 @@ class Row:
     transformers: str | None = None
     """The transformers version the row ran under (a results file's `versions`; None where the file names none)."""
     ran_predicted: tuple = field(default=(), compare=False)
-    """(allocated GB, reserved GB, tokens/s) the estimator predicted when the cell ran, under its versions (sweep
-    rows); shown beside a row whose model's code the installed transformers changed (bench/holdout.OTHER_CODE)."""
+    """(allocated GB, tokens/s) the estimator predicted when the cell ran, under its versions (sweep rows); shown
+    beside a row whose model's code the installed transformers changed (bench/holdout.OTHER_CODE)."""
     host: tuple = field(default=(), compare=False)  # dicts: no part of the row's identity or hash
     """`probe --compute` host rows measured on the row's own machine in the same device call (a results file's
     `host`): the row is priced with them instead of the shipped table's, as a user who probes their machine is."""
@@ -267,7 +267,7 @@ def _sweep_rows(name: str, data: dict) -> list[Row]:
 
 
 def _ran_predicted(p: dict) -> tuple:
-    return tuple(p.get(k) for k in ("peak_gb", "reserved_gb", "tokens_per_s_per_gpu")) if p else ()
+    return (p.get("peak_gb"), p.get("tokens_per_s_per_gpu")) if p else ()
 
 
 def installed_transformers() -> str:

@@ -58,18 +58,17 @@ def _superseded_row(r, e) -> list[str]:
 def _other_code_row(r, e) -> list[str]:
     """A row its model's installed code no longer runs as it ran: measured, predicted when it ran (under its own
     versions) and by the estimator now (under the installed ones)."""
-    then = dict(zip(("alloc", "reserved", "tps"), r.ran_predicted or (None, None, None), strict=True))
-    tps = "-" if r.tps is None else f"{r.tps:.0f}"
-    then_tps = (
-        "-" if then["tps"] is None or r.tps is None else f"{then['tps']:.0f} ({_pct(error_pct(then['tps'], r.tps))})"
-    )
-    then_alloc = (
-        "-"
-        if then["alloc"] is None or r.alloc_gb is None
-        else (f"{then['alloc']:.2f} ({_pct(error_pct(then['alloc'], r.alloc_gb))})")
-    )
-    return [r.label, r.source, r.transformers or "-", _f(r.alloc_gb), then_alloc, _f(e.peak_gb), tps, then_tps,
+    alloc, tps = r.ran_predicted or (None, None)
+    return [r.label, r.source, r.transformers or "-", _f(r.alloc_gb), _beside(alloc, r.alloc_gb, "{:.2f}"),
+            _f(e.peak_gb), _f(r.tps, "{:.0f}"), _beside(tps, r.tps, "{:.0f}"),
             f"{e.tokens_per_s_per_gpu:.0f}"]  # fmt: skip
+
+
+def _beside(predicted: float | None, measured: float | None, fmt: str) -> str:
+    """A prediction with its error against the measurement beside it."""
+    if predicted is None or measured is None:
+        return "-"
+    return f"{fmt.format(predicted)} ({_pct(error_pct(predicted, measured))})"
 
 
 def _f(x: float | None, fmt: str = "{:.2f}") -> str:
