@@ -156,3 +156,15 @@ def test_a_row_whose_model_ran_other_code_is_shown_unscored(monkeypatch):
     assert "falcon-default lora" not in held.split("Rows whose model's code")[0]  # out of the scored tables
     table = held.split("Rows whose model's code")[1]
     assert "| 5.17.0 |" in table and "(+114.1%)" in table  # the run's own prediction, its error beside it
+
+
+def test_a_missed_target_lists_each_cause_as_its_own_bullet():
+    """REPORT.md's held-out miss: one bullet naming the rows and the lead, then one sub-bullet per cause, so a
+    reader finds a row's cause without reading one paragraph of every cause."""
+    from bench.targets import Result, explain
+
+    missed = Result("tokens/s within 10%", 3, "missed", "+12.0% (a)", ("a (+12.0%)", "b (-11.0%)"))
+    lines = explain(missed, {"tokens/s within 10%": ("Two causes.", "Host-bound: ...", "Packed: ...")})
+    assert lines == ["- **tokens/s within 10%: missed** on a (+12.0%); b (-11.0%). Two causes.",
+                     "  - Host-bound: ...", "  - Packed: ..."]  # fmt: skip
+    assert explain(missed, {})[0].endswith("compare the breakdown of these rows with the measurement.")
