@@ -42,9 +42,9 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     import torch
 
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    clock, compiled, started = Clock(device), device == "cuda" and not args.eager_only, time.monotonic()
-    cuda = device == "cuda"
+    cuda = torch.cuda.is_available()
+    device = "cuda" if cuda else "cpu"
+    clock, compiled, started = Clock(device), cuda and not args.eager_only, time.monotonic()
     rows = [] if args.models_only else host_rows(clock, compiled=compiled, budget_s=FULL.host if cuda else 60.0,
                                                  rounds=FULL.host_rounds if cuda else None)  # fmt: skip
     doc = {**document_header("host-rows", "bench/scripts/host_rows.py", device), "host": rows,
