@@ -113,7 +113,7 @@ def _math_row(fwd_ms: float, fwdbwd_ms: float) -> dict:
 def test_the_math_kernel_is_priced_from_its_own_rows_and_the_plan_says_so_without_them():
     from generator.estimate import Placement, estimate
     from generator.estimate.attention import rates_path
-    from generator.estimate.attention_rates import attention_tflops, math_priced_as_fused
+    from generator.estimate.attention_rates import attention_tflops, priced_path
     from generator.estimate.compute_time import compute_time
 
     fused, math = _falcon_math()
@@ -123,17 +123,17 @@ def test_the_math_kernel_is_priced_from_its_own_rows_and_the_plan_says_so_withou
     assert rates_path(replace(fused, layer_saved=None), work) == "sdpa_causal"
     plain, timed = _table(), _table(_math_row(20.0, 60.0))
     dense = attention_tflops(plain, "sdpa_dense", 2048, 71, 1, 2048, 64)
-    assert attention_tflops(plain, "sdpa_math", 2048, 71, 1, 2048, 64) == dense  # no rows: the fused kernel's rate
+    assert priced_path(plain, math, work) == ("sdpa_dense", "unmeasured")  # no rows: the fused kernel's rate
+    assert priced_path(timed, math, work) == ("sdpa_math", None)
     # with the row: a quarter of its 8 sequences a layer, forward 20 ms and backward 40 each, over every layer
     flops = 4.0 * 2 * 2048 * 71 * 64 * 2048
     priced_dense = math.num_layers * flops * (1 / (dense[0] * 1e12) + 1 / (dense[1] * 1e12))
     more = compute_time(timed, math, work, "ddp").gpu_s - compute_time(plain, math, work, "ddp").gpu_s
     assert more == pytest.approx(math.num_layers * 0.25 * (0.020 + 0.040) - priced_dense, rel=1e-6)
     compiled = replace(work, compiled_layers=True)
-    assert (math_priced_as_fused(plain, math, work), math_priced_as_fused(timed, math, work)) == ("unmeasured", None)
-    assert math_priced_as_fused(timed, math, compiled) == "compiled"  # inductor rewrites it: not the eager kernel
+    assert priced_path(timed, math, compiled)[1] == "compiled"  # inductor rewrites it: not the eager kernel
     assert compute_time(timed, math, compiled, "ddp").gpu_s == compute_time(plain, math, compiled, "ddp").gpu_s
-    assert math_priced_as_fused(plain, fused, work) is None
+    assert priced_path(plain, fused, work)[1] is None
     one = Placement(num_gpus_per_machine=1, gpu_name="NVIDIA H200", gpu_memory_gb=150.75, busbw_gbps=0)
     said = [n for n in estimate(math, compiled, one, "ddp").notes if "SDPA's math kernel" in n]
     assert len(said) == 1 and "at most as fast" in said[0] and "inductor" in said[0]

@@ -120,10 +120,10 @@ def takes_math_kernel(model: ModelSpec, workload: Workload) -> bool:
 def rates_path(model: ModelSpec, workload: Workload) -> str:
     """The path whose measured rates price the kernel: kernel_path, except that SDPA's math kernel (counted at sizing,
     sdpa_math) in eager layers is priced from its own rows (`sdpa_math`, scores in fp32), which it runs far below the
-    fused kernels' rates; attention_rates takes the dense kernel's where the table has none. A compiled layer does not
-    run the eager kernel: AOTAutograd traces its decomposition and inductor rewrites it (its SDPA pattern matcher,
-    torch/_inductor/fx_passes/fuse_attention.py, can put a fused kernel back), so that stays at the dense rate, an
-    upper bound (Falcon's compiled LoRA under transformers 5.17 ran 7,995 tokens/s, the math rows price 4,470 and the
+    fused kernels' rates; attention_rates.priced_path takes the dense kernel's where the table has none. A compiled
+    layer does not run the eager kernel: AOTAutograd traces its decomposition and inductor rewrites it (its SDPA pattern
+    matcher, torch/_inductor/fx_passes/fuse_attention.py, can put a fused kernel back), so that stays at the dense rate,
+    an upper bound (Falcon's compiled LoRA under transformers 5.17 ran 7,995 tokens/s, the math rows price 4,470 and the
     dense ones 14,644)."""
     if takes_math_kernel(model, workload) and not workload.layers_compiled:
         return "sdpa_math"

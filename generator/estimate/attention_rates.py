@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from functools import cache
 
-from generator.estimate.attention import takes_math_kernel
+from generator.estimate.attention import rates_path, takes_math_kernel
 from generator.estimate.compute_table import ComputeTable, weighted_rate
 from generator.estimate.types import Workload
 from generator.model.types import ModelSpec
@@ -34,9 +34,8 @@ def attention_tflops(
     """(forward, backward) TFLOP/s on the forward's executed FLOPs of one attention call on `path`, by sequence,
     head layout and (flex) document length, from the rows at the measured head width nearest `head_dim` (a kernel's
     tiles, and so its rate, follow the width: the default grid runs 128 alone). eager reads dense SDPA's rates;
-    flex without rows the flash path's; SDPA's math kernel (attention.rates_path) its own rows where the table has them,
-    else dense SDPA's (an upper bound, which the plan says: math_priced_as_fused)."""
-    if path == "eager" or (path == "sdpa_math" and not table.attention.get("sdpa_math")):
+    flex without rows the flash path's; SDPA's math kernel its own rows (priced_path decides when they are read)."""
+    if path == "eager":
         path = "sdpa_dense"
     doc = min(doc or seq, seq)
     if path == "flex" and not flex_measured_near(table, doc):
@@ -63,14 +62,17 @@ MATH_WHY = {
 }
 
 
-def math_priced_as_fused(table: ComputeTable, model: ModelSpec, workload: Workload) -> str | None:
-    """Why a model whose attention takes SDPA's math kernel (counted at sizing) is priced at the dense kernel's rate
-    (a MATH_WHY key), or None where it is not (another path, or eager layers priced from the math rows)."""
+def priced_path(table: ComputeTable, model: ModelSpec, workload: Workload) -> tuple[str, str | None]:
+    """(the path whose rows price the workload's attention, why SDPA's math kernel is priced at the dense kernel's rate
+    (a MATH_WHY key) or None): the one place that decides both, so the plan's note says what the price did.
+    attention.rates_path gives the kernel; eager math layers without rows of their own read dense SDPA's (an upper
+    bound); compiled ones are there already (inductor rewrites the kernel)."""
+    path = rates_path(model, workload)
     if not takes_math_kernel(model, workload):
-        return None
+        return path, None
     if workload.layers_compiled:
-        return "compiled"
-    return None if table.attention.get("sdpa_math") else "unmeasured"
+        return path, "compiled"
+    return (path, None) if table.attention.get("sdpa_math") else ("sdpa_dense", "unmeasured")
 
 
 HEAD_DIM_NOTE = (

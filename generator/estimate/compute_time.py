@@ -15,9 +15,8 @@ from generator.estimate.attention import (
     keys_per_query,
     layer_groups,
     probe_attention,
-    rates_path,
 )
-from generator.estimate.attention_rates import attention_tflops
+from generator.estimate.attention_rates import attention_tflops, priced_path
 from generator.estimate.compute_source import fitted
 from generator.estimate.compute_table import (
     FP8_ROW,
@@ -118,7 +117,7 @@ def _attention_s(table: ComputeTable, model: ModelSpec, workload: Workload, fwd:
 
 def _layers_attention_s(table: ComputeTable, model: ModelSpec, workload: Workload, fwd: int) -> float:
     """One kind of decoder layer's attention (attention.layer_groups), all model.num_layers of them."""
-    path = rates_path(model, workload)
+    path, _ = priced_path(table, model, workload)
     rows, length = attention_rows(workload)  # TRL's padding-free packing flattens the micro-batch into one row
     flops = 4.0 * rows * length * model.num_heads * model.head_dim
     flops *= keys_per_query(model, workload) * model.num_layers

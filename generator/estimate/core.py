@@ -8,7 +8,7 @@ from generator.estimate.attention_rates import (
     HEAD_DIM_NOTE,
     MATH_KERNEL_NOTE,
     MATH_WHY,
-    math_priced_as_fused,
+    priced_path,
     unmeasured_head_dim,
 )
 from generator.estimate.comm import communication
@@ -188,7 +188,7 @@ def _notes(model: ModelSpec, workload: Workload, placement: Placement, strategy:
         notes.append(speed)
     if by_operators:
         notes.append(MOE_OPERATORS_NOTE.format(model=model.name))
-    why = math_priced_as_fused(table, model, workload)
+    _, why = priced_path(table, model, workload)
     if why is not None:
         notes.append(MATH_KERNEL_NOTE.format(model=model.name, why=MATH_WHY[why].format(model=model.name)))
     width = unmeasured_head_dim(table, model.head_dim)

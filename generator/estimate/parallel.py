@@ -27,8 +27,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from generator.estimate.attention import attention_flops_per_token, documents, rates_path
-from generator.estimate.attention_rates import attention_tflops
+from generator.estimate.attention import attention_flops_per_token, documents
+from generator.estimate.attention_rates import attention_tflops, priced_path
 from generator.estimate.comm import collective_seconds
 from generator.estimate.compute_source import table_for
 from generator.estimate.compute_table import ComputeTable
@@ -183,7 +183,7 @@ def _attention_share_s(model: ModelSpec, workload: Workload, local: Workload, ta
     tokens = local.seq_len * local.micro_batch * local.grad_accum
     # attention_flops_per_token counts forward (1/3) and backward (2/3); the table's rates are on the forward's FLOPs
     forward = (attention_flops_per_token(model, workload) - attention_flops_per_token(model, local)) / 3
-    path = rates_path(model, local)
+    path, _ = priced_path(table, model, local)
     doc = documents(workload) if path == "flex" else workload.seq_len
     f_rate, b_rate = attention_tflops(
         table, path, workload.seq_len, model.num_heads, model.num_kv_heads, doc, model.head_dim
