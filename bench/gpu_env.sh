@@ -7,14 +7,13 @@
 # has the rest).
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1  # never NVLink multicast here
 export PYTHONUNBUFFERED=1 CUDA_DEVICE_ORDER=PCI_BUS_ID HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
-if [ -d .whl ] && [ ! -f /tmp/site/.installed ]; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-        && touch /tmp/site/.installed || exit 1
-fi
-# bitsandbytes' 43 MB wheel travels in a folder of its own (.whlq/), carried only by the calls that run QLoRA: beside
-# .whl and the tracked files it leaves no room under the 64 MiB a call carries for another folder (.whl525/).
-if [ -d .whlq ] && [ ! -f /tmp/site/.installed-q ]; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whlq/*.whl \
-        && touch /tmp/site/.installed-q || exit 1
-fi
+# .whlq/ holds bitsandbytes' 43 MB wheel alone, carried only by the calls that run QLoRA: beside .whl and the tracked
+# files it leaves no room under the 64 MiB a call carries for another folder (.whl525/). Each folder is installed once
+# per machine, on the first call that carries it.
+for WHEELS in .whl .whlq; do
+    if [ -d "$WHEELS" ] && [ ! -f "/tmp/site/.installed$WHEELS" ]; then
+        python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+            "$WHEELS"/*.whl && touch "/tmp/site/.installed$WHEELS" || exit 1
+    fi
+done
 export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
