@@ -89,9 +89,14 @@ WHY_VALIDATION_MISSED: dict[str, str | tuple[str, ...]] = {
         "203 a step and the step from 1.38-1.75 s to 1.28-1.45 s; what remains is the host's per-kernel cost "
         "in train.py's process (at most 42 us a kernel: the step's 1.39 s over its 33,331; the warm layer "
         "timing's 35.5 ms over its 1,040 is 34), which no probe row of the shipped table measures for an NF4 "
-        "expert layer (bench/scripts/qlora_host.py now times its host rows as the probe times a dense "
-        "layer's, for the estimator to read; not yet run on a GPU). At micro-batch 8 each kernel is eight "
-        "times longer and the step is GPU-bound.",
+        "expert layer (bench/scripts/qlora_host.py times its host rows as the probe times a dense layer's, "
+        "for the estimator to read). At micro-batch 8 each kernel is eight times longer and the step is "
+        "GPU-bound. The idle time is the machine's CPU: on an H100 80GB on 2026-12-06 (h100-x1-mixtral-qlora-"
+        "host-2026-12-06, unscored) the same cell ran 3,268 tokens/s, faster than the H200's 2,944, predicted "
+        "3,433 from the shipped table scaled by the catalog (+5.0%; micro-batch 2 +8.7%, 4 +6.2%), and "
+        "profiled on that machine the GPU was busy 1,161 ms of 1,367-1,506 (idle 206-345 ms under the "
+        "profiler against the H200 machine's 580-650); its NF4 layer's host rows read 9.7 ms a layer forward "
+        "and backward, a host time of 0.45 s a step against 1.15 s of GPU work.",
         "Mixtral-8x7B cut to 4 layers and fully fine-tuned, every row 9-14% fast before 2026-12-05 (six rows: "
         "eager and float8 twice each and compiled at 4,096 x 2, eager at 8,192 x 1): the GPU is busy 357-366 "
         "ms of a 368-376 ms step (profiled, profile-mixtral-l4-full-h200-2026-12-04), and what the layer rows "
