@@ -191,8 +191,12 @@ WHY_VALIDATION_MISSED: dict[str, str | tuple[str, ...]] = {
         "run: its own layer's host rows stopped with an illegal memory access on the H200. Alone in a process "
         "they ran on an H100 (h100-x1-host-rows-qwen3-own-2026-12-06: its compiled LoRA layer issues 1.10x the "
         "tiny Mistral's host work), and rescaled to the H200 machine they price the cell at 21,701 tokens/s "
-        "where the op-count-scaled Mistral rows give 21,460: the layer's own host time is not what is missed; "
-        "a profile of the step is next.",
+        "where the op-count-scaled Mistral rows give 21,460: the layer's own host time is not what is missed. "
+        "Cut to 24 layers on an H100 (h100-x1-qwen3-cut-2026-12-06, unscored) the pair did not reproduce the "
+        "gap: 2,048 x 2 ran 121 ms a step and 4,096 x 1 129 (the same tokens), and profiled the GPU was busy "
+        "114 and 122 ms of them, 8-9% above the table's price scaled to that card, with the host ahead of "
+        "the GPU at each step's end (16-24 ms waiting in cudaDeviceSynchronize). A profile of the whole "
+        "model's step on an H200 is next.",
     ),
     "peak allocated within 5%": (
         "Mixtral-8x7B cut to 8 layers, LoRA in float8 (+17% before, -0.4% now): a compiled decoder layer keeps "
