@@ -160,7 +160,11 @@ WHY_VALIDATION_MISSED: dict[str, str | tuple[str, ...]] = {
         "the host's launch rate), and from train.py's source the step's tail never hides (generator/estimate/"
         "timing.py _tail_bytes: issued after the backward, before the loss's host read). Either alone moves it "
         "the wrong way or not at all (the rows alone: +25.0%, the host-bound step then hiding the tail), and "
-        "no other row moves by more than 0.4 points; fit rows unchanged.",
+        "no other row moves by more than 0.4 points; fit rows unchanged. Checked blind after on an H100 "
+        "(h100-x1-tail-blind-2026-12-06, unscored; predicted before the call in results/predicted/tail-blind-"
+        "2026-12-06): Llama-3.2-3B fully fine-tuned at 1,024 x 1 and 2,048 x 1 ran 6,361 and 11,074 tokens/s, "
+        "read -3.0% and +11.4% with the tail (+31.0% and +13.8% with it hidden) from the shipped host rows, "
+        "-11.6% and +1.6% (+15.8% and +13.8%) from that machine's own.",
         "StarCoder2 at transformers' default config (2026-12-05, chosen and predicted before it ran: full "
         "+13.8% fast, LoRA -11.4% slow), fixed after it missed from PyTorch's and train.py's sources, fitted "
         "on no row: the meta count now runs under CUDA's autocast policy (generator/model/cuda_autocast.py: "
