@@ -182,14 +182,14 @@ def load_files(results_dir: Path = RESULTS_DIR) -> dict[str, dict]:
     return {p.name: json.loads(p.read_text()) for p in sorted(results_dir.glob("*.json"))}
 
 
-def _measured(c: dict) -> dict:
-    """Row fields of a cell's measurement: peaks and tokens/s of a cell that ran, none of one that did not."""
+def _measured(c: dict, profiled: bool = False) -> dict:
+    """Row fields of a cell's measurement: peaks and tokens/s of a cell that ran, none of one that did not; no
+    tokens/s from a file run under the profiler (`profiled`, bench/sweep.py under BENCH_PROFILE), which slows it."""
     if c.get("status") != "ok":
         return {}
     m = c.get("measured") or {}
-    return dict(
-        alloc_gb=m.get("peak_allocated_gb"), reserved_gb=m.get("peak_reserved_gb"), tps=m.get("tokens_per_s_per_gpu")
-    )
+    tps = None if profiled else m.get("tokens_per_s_per_gpu")
+    return dict(alloc_gb=m.get("peak_allocated_gb"), reserved_gb=m.get("peak_reserved_gb"), tps=tps)
 
 
 def _cell_fields(name: str, data: dict, c: dict) -> dict:
@@ -203,7 +203,7 @@ def _cell_fields(name: str, data: dict, c: dict) -> dict:
         micro_batch=c["micro_batch"],
         ckpt=c["ckpt"],
         status=c.get("status", "error"),
-        **_measured(c),
+        **_measured(c, bool(data.get("profiled"))),
     )
 
 
@@ -396,6 +396,8 @@ def placement(gpus: int, busbw: dict[int, float], row: Row | None = None, table=
     if row is not None and row.host:
         base = table if table is not None else table_for(GPU_NAME)
         host, host_step = host_tables(list(row.host))
+        if not host:  # only a model's own rows (qlora_host.py): the Mistral rows stay the table's
+            host, host_step = base.host, base.host_step
         own = model_host_tables(list(row.host)) or rescaled(base.host_models, host_ratio(host, base.host) or 1.0)
         table = replace(base, host=host, host_step=host_step, host_models=own,
                         source=f"{base.source} + host rows of {row.source}")  # fmt: skip

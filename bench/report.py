@@ -15,7 +15,7 @@ BENCH = Path(__file__).resolve().parent
 if str(BENCH.parent) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(BENCH.parent))
 
-from bench import family_report, fp8_curves, meta_seed  # noqa: E402
+from bench import family_report, fp8_curves, meta_seed, other_cards  # noqa: E402
 from bench.calibration import RESULTS_DIR, error_pct, load_files, load_rows, measured_busbw, predict  # noqa: E402
 from bench.holdout import OTHER_CODE  # noqa: E402
 from bench.recommend import verdicts  # noqa: E402
@@ -245,6 +245,7 @@ def build(files: dict[str, dict]) -> tuple[str, dict]:
     md += ["", *(line for t in held if t.result == "missed" for line in explain(t, WHY_VALIDATION_MISSED))]
     md += validation_tables(held_mem, held_tput)
     md += family_report.section(held_mem, held_tput, _table)
+    md += other_cards.section(files, _table)
     if old:
         md += ["", "Rows measured again after a fix (the later file's `supersedes`), shown, unscored:", ""]
         head = ["row", "source", "alloc measured", "predicted", "reserved measured", "predicted", "tokens/s",
