@@ -37,3 +37,16 @@ def test_a_host_priced_from_the_mistral_layer_says_how_to_time_the_models_own(ca
     (said,) = [r for r in _plan(capsys, *short, model=model)["reasons"] if r.startswith("host-bound:")]
     assert (f"probe --compute --model {model}" in said) is own_missing
     assert ("priced from the Mistral layer's rows" in said) is own_missing
+
+
+def test_a_host_bound_full_fine_tune_names_the_tail_the_host_cannot_hide(capsys):
+    """Clipping and the optimizer's update run after the host has issued the rest: a host-bound full fine-tune's
+    line names their time (its step is the host's plus theirs); LoRA's adapters' update is too small to name."""
+    short = ("--seq-len", "1024", "--micro-batch", "1", "--global-batch", "1", "--no-compile-layers")
+    full = _plan(capsys, "--method", "full", *short, model="bench/models/llama-3.2-3b.json")
+    chosen = full["chosen"]
+    (said,) = [r for r in full["reasons"] if r.startswith("host-bound:")]
+    assert chosen["tail_s"] > 0.01 and f"issued last, run {chosen['tail_s']:.2f} s" in said
+    assert chosen["step_s"] == pytest.approx(chosen["host_s"] + chosen["tail_s"], rel=0.05)
+    (lora,) = [r for r in _plan(capsys, *short)["reasons"] if r.startswith("host-bound:")]
+    assert "issued last" not in lora

@@ -227,6 +227,7 @@ def estimate(
         notes=tuple(_notes(model, workload, placement, strategy, phase, table, by_operators)),
         gpu_work_s=timing.parts.gpu_s if timing.parts else 0.0,
         host_s=timing.parts.host_s if timing.parts else 0.0,
+        tail_s=timing.tail_s,
         layers_from_operators=by_operators,
         host_as_mistral=priced_as_mistral(table, model),
     )

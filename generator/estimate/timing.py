@@ -146,6 +146,9 @@ class Timing:
     """Caching-allocator retries at the memory limit (zero unless the predicted reserved memory was given)."""
     parts: ComputeTime | None = None
     """compute_s by operator kind (GEMMs, experts, attention, elementwise, float8 casts)."""
+    tail_s: float = 0.0
+    """The part of memory_s issued after the backward (clip and the optimizer's update, _tail_bytes), which a
+    host-bound step adds to the host's time."""
 
 
 def _forward_passes(workload: Workload) -> int:
@@ -298,7 +301,8 @@ def step_timing(
     moved += _adapter_bytes(model, workload) + _dequant_bytes(model, workload, in_row)
     moved += liger_weight_bytes(model, workload, _fp32_under_autocast(workload, strategy))
     in_layers = moved / (table.hbm_gbps * 1e9)
-    memory = in_layers + _tail_bytes(model, workload, placement, strategy) / (table.hbm_gbps * 1e9)
+    tail = _tail_bytes(model, workload, placement, strategy) / (table.hbm_gbps * 1e9)
+    memory = in_layers + tail
     memory += _deepspeed_s(model, workload, strategy)
     # The memory-bound kernels inside the layers (adapters, dequantisation, casts, collective copies) are GPU work
     # issued by the same host: in a host-bound step they run while the host is still issuing, so they add only where
@@ -321,7 +325,7 @@ def step_timing(
     step = compute + memory - hidden_memory + cpu + comm.host_s + exposed + allocator
     tps = tokens / step if step > 0 else 0.0
     mfu = tps * model_flops_per_token(model, workload) / (rates.dense_bf16_tflops * 1e12)
-    return Timing(compute, memory, cpu, exposed, step, tps, mfu, allocator, parts)
+    return Timing(compute, memory, cpu, exposed, step, tps, mfu, allocator, parts, tail)
 
 
 def model_flops_per_token(model: ModelSpec, workload: Workload) -> float:

@@ -125,6 +125,9 @@ class Estimate:
     host_s: float = 0.0
     """CPU time per step to issue the kernels (the table's host rows; 0 where none): the step is host-bound when it
     passes gpu_work_s, and then follows the machine's CPU, not its GPU."""
+    tail_s: float = 0.0
+    """GPU time per step issued after the backward (clip and the optimizer's update): a host-bound step takes host_s
+    plus this."""
     layers_from_operators: bool = False
     """An MoE step whose decoder layers no whole-layer row of the compute table prices, so they are summed from their
     operators (compute_time.moe_priced_by_operators; the plan warns, and does not take compiled layers for it)."""

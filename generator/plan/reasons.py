@@ -262,8 +262,9 @@ def host_bound_reason(e: Estimate, workload: Workload, model: ModelSpec) -> list
         counted = model.layer_ops is not None and not workload.layers_compiled
         scaled = " at the ratio of the ops its layer dispatches" if counted else ""
         own = f" (its host priced from the Mistral layer's rows{scaled}; that times this model's own layer)"
+    last = f", then clipping and the optimizer's update, issued last, run {e.tail_s:.2f} s" if e.tail_s >= 0.005 else ""
     return [
         f"host-bound: issuing the kernels takes the CPU {e.host_s:.2f} s a step against {e.gpu_work_s:.2f} s of GPU "
-        f"work, so this machine's CPU sets the step ({HOST_SPREAD}); longer sequences or a larger micro-batch give "
-        f"the GPU more per kernel{compiled}, and {probe} on the training machine measures its own host{own}"
+        f"work, so this machine's CPU sets the step{last} ({HOST_SPREAD}); longer sequences or a larger micro-batch "
+        f"give the GPU more per kernel{compiled}, and {probe} on the training machine measures its own host{own}"
     ]

@@ -81,6 +81,7 @@ def estimate_to_dict(e: Estimate) -> dict:
         "mfu": _r(e.mfu, 4),
         "cpu_gb": _r(e.cpu_gb, 2),
         "host_s": _r(e.host_s, 4),
+        "tail_s": _r(e.tail_s, 4),
         "host_bound": e.host_bound,
         "host_as_mistral": e.host_as_mistral,
         "notes": list(e.notes),
