@@ -34,8 +34,19 @@ from generator.model.presets import preset_config
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 GPU_NAME = "NVIDIA H200"
-GPU_MEMORY_GB = find_gpu(GPU_NAME).reported_memory_gb
-"""What NVML reports for the measured H200 (the catalog's captured total), as the planner's Placement carries it."""
+
+
+def card_memory_gb(gpu: str) -> float:
+    """What NVML reports for the card, as the planner's Placement carries it: the catalog's captured total, else its
+    memory in GiB written in decimal GB (NVML counts the binary units)."""
+    part = find_gpu(gpu)
+    if part is None:
+        raise ValueError(f"{gpu}: not in the GPU catalog (generator/catalog/gpus.py)")
+    return part.reported_memory_gb or part.memory_gb * 2**30 / 1e9
+
+
+GPU_MEMORY_GB = card_memory_gb(GPU_NAME)
+"""What NVML reports for the measured H200 (the catalog's captured total)."""
 MODEL = "mistral-7b"
 
 
@@ -346,6 +357,12 @@ def _superseded(files: dict[str, dict]) -> set[tuple[str, str]]:
     return pairs
 
 
+def sweep_file(data: dict) -> bool:
+    """Whether a results file is bench/sweep.py's: cells that each name the script they ran."""
+    cells = data.get("cells")
+    return bool(cells) and all("script" in c for c in cells.values())
+
+
 def measured_on_h200(data: dict) -> bool:
     """Whether a results file's rows are the GPU every row is priced as (GPU_NAME): a file whose versions name
     another GPU (a call for an H200 can land on an H100) is left out, not priced as an H200's."""
@@ -360,7 +377,7 @@ def load_rows(files: dict[str, dict]) -> list[Row]:
         machine = str(data.get("machine", name)).split(":")[0]
         if not measured_on_h200(data):
             continue
-        if "cells" in data and all("script" in c for c in data["cells"].values()):
+        if sweep_file(data):
             for r in _sweep_rows(name, data):
                 if (name, r.key) in superseded:
                     r = replace(r, role="superseded")
@@ -390,11 +407,12 @@ def measured_busbw(files: dict[str, dict], wire: str = NVLINK) -> dict[int, floa
     return busbw_by_wire(files)[wire]
 
 
-def placement(gpus: int, busbw: dict[int, float], row: Row | None = None, table=None) -> Placement:
-    """What the planner hands the estimator for `gpus` H200s of the measured machine (one GPU: no bus, busbw 0):
-    `table` (the shipped one when None) with the row's own machine's host rows where its file has them."""
+def placement(gpus: int, busbw: dict[int, float], row: Row | None = None, table=None, gpu: str = GPU_NAME) -> Placement:
+    """What the planner hands the estimator for `gpus` of the measured machine's `gpu` (one GPU: no bus, busbw 0):
+    `table` (the shipped one, scaled to `gpu` by the catalog, when None) with the row's own machine's host rows where
+    its file has them."""
     if row is not None and row.host:
-        base = table if table is not None else table_for(GPU_NAME)
+        base = table if table is not None else table_for(gpu)
         host, host_step = host_tables(list(row.host))
         if not host:  # only a model's own rows (qlora_host.py): the Mistral rows stay the table's
             host, host_step = base.host, base.host_step
@@ -403,8 +421,8 @@ def placement(gpus: int, busbw: dict[int, float], row: Row | None = None, table=
                         source=f"{base.source} + host rows of {row.source}")  # fmt: skip
     return Placement(
         num_gpus_per_machine=gpus,
-        gpu_name=GPU_NAME,
-        gpu_memory_gb=GPU_MEMORY_GB,
+        gpu_name=gpu,
+        gpu_memory_gb=card_memory_gb(gpu),
         busbw_gbps=busbw.get(gpus, 0.0) if gpus > 1 else 0.0,
         compute=table,
     )

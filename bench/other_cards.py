@@ -7,39 +7,23 @@ the catalog-scaled figure, which the plan labels as scaled, lands from a measure
 
 from __future__ import annotations
 
-from dataclasses import replace
-
-from bench.calibration import GPU_NAME, Row, _sweep_rows, error_pct, placement
+from bench.calibration import Row, _sweep_rows, error_pct, measured_on_h200, placement, sweep_file
 from bench.family_report import mean_abs
-from generator.catalog.gpus import find_gpu
 from generator.estimate import Estimate, estimate
-from generator.estimate.compute_source import table_for
 
 
 def card_of(data: dict) -> str | None:
     """The GPU a sweep results file ran on, where it is not the report's H200 (None for the H200's own files, matrix
     files and files that name no GPU)."""
-    gpu = (data.get("versions") or {}).get("gpu")
-    cells = data.get("cells") or {}
-    if not gpu or gpu == GPU_NAME or not cells or not all("script" in c for c in cells.values()):
+    if not sweep_file(data) or measured_on_h200(data):
         return None
-    return str(gpu)
-
-
-def card_memory_gb(gpu: str) -> float:
-    """What NVML reports for the card, as the plan's Placement carries it: the catalog's captured total, else its
-    memory in GiB written in decimal GB (NVML counts the binary units)."""
-    part = find_gpu(gpu)
-    if part is None:
-        raise ValueError(f"{gpu}: not in the GPU catalog (generator/catalog/gpus.py)")
-    return part.reported_memory_gb or part.memory_gb * 2**30 / 1e9
+    return str(data["versions"]["gpu"])
 
 
 def predict_on_card(row: Row, gpu: str) -> Estimate:
     """The estimator for the row's settings on its own card, from the shipped table scaled to it plus the row's own
     host rows (calibration.placement)."""
-    one = placement(1, {}, row, table_for(gpu))
-    return estimate(row.spec, row.workload, replace(one, gpu_name=gpu, gpu_memory_gb=card_memory_gb(gpu)), row.strategy)
+    return estimate(row.spec, row.workload, placement(1, {}, row, gpu=gpu), row.strategy)
 
 
 def card_rows(files: dict[str, dict]) -> list[tuple[str, Row, Estimate]]:

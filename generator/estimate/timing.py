@@ -302,8 +302,7 @@ def step_timing(
     moved += liger_weight_bytes(model, workload, _fp32_under_autocast(workload, strategy))
     in_layers = moved / (table.hbm_gbps * 1e9)
     tail = _tail_bytes(model, workload, placement, strategy) / (table.hbm_gbps * 1e9)
-    memory = in_layers + tail
-    memory += _deepspeed_s(model, workload, strategy)
+    memory = in_layers + tail + _deepspeed_s(model, workload, strategy)
     # The memory-bound kernels inside the layers (adapters, dequantisation, casts, collective copies) are GPU work
     # issued by the same host: in a host-bound step they run while the host is still issuing, so they add only where
     # the GPU's work passes the host's time. The step's tail (_tail_bytes) never hides so: it is issued after the
