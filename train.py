@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
+import math
 import os
 import sys
 import time
@@ -69,6 +71,15 @@ from training.precision import ao_recipe, check_fp8, compile_layers, config_asks
 from training.process_group import import_group_binders
 
 
+def lr_factor(step: int, warmup: int, total: int) -> float:
+    """transformers' get_cosine_schedule_with_warmup (linear warm-up, then half a cosine to zero), for torch's
+    LambdaLR: importing transformers' scheduler imports its Trainer's utilities and with them peft and bitsandbytes,
+    1.5-2 s of every process's start (tests/test_train_unit.py checks the two schedules agree)."""
+    if step < warmup:
+        return step / max(1, warmup)
+    return max(0.0, 0.5 * (1.0 + math.cos(math.pi * (step - warmup) / max(1, total - warmup))))
+
+
 def train(args: argparse.Namespace) -> int:
     # -- checks that need no torch: a typo fails in a second -----------------------------------------------------------
     out = check_output_dir(args.output_dir)
@@ -80,7 +91,6 @@ def train(args: argparse.Namespace) -> int:
     import torch
     from accelerate import Accelerator
     from accelerate.utils import DistributedDataParallelKwargs, DistributedType, GradientAccumulationPlugin, set_seed
-    from transformers import get_cosine_schedule_with_warmup
 
     # -- the Accelerator: the launch config decides the strategy -------------------------------------------------------
     import_group_binders()  # before the group starts, or the group outlives destroy_process_group (process_group.py)
@@ -191,7 +201,9 @@ def train(args: argparse.Namespace) -> int:
         weight_decay=0.0,
         fused=use_cuda and strategy_facts(strategy).offload == "none",
     )
-    scheduler = get_cosine_schedule_with_warmup(optimizer, args.warmup_steps, args.max_steps)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, functools.partial(lr_factor, warmup=args.warmup_steps, total=args.max_steps)
+    )
     model, optimizer, loader, scheduler = accelerator.prepare(model, optimizer, loader, scheduler)
     if whole:  # DeepSpeed now holds only its partitions: hand the whole model's cached blocks back to the driver
         torch.cuda.empty_cache()

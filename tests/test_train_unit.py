@@ -175,6 +175,29 @@ def test_data_order_is_a_seeded_permutation_per_epoch_and_resumable():
     assert [resumed[i]["sample_id"] for i in range(8)] == list(range(7, 15))
 
 
+@pytest.mark.parametrize("warmup,total", [(0, 7), (1, 4), (3, 20), (10, 10)])
+def test_the_schedule_is_transformers_cosine_with_warmup(warmup, total):
+    """train.py runs transformers' schedule on torch's LambdaLR (importing transformers' pulls in peft and
+    bitsandbytes): the learning rate at every step, and past the end, is the one transformers gives."""
+    import torch
+    from transformers import get_cosine_schedule_with_warmup
+
+    from train import lr_factor
+
+    def lrs(make):
+        opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.3)
+        sched, seen = make(opt), []
+        for _ in range(total + 3):
+            seen.append(opt.param_groups[0]["lr"])
+            opt.step()
+            sched.step()
+        return seen
+
+    ours = lrs(lambda o: torch.optim.lr_scheduler.LambdaLR(o, lambda s: lr_factor(s, warmup, total)))
+    assert ours == pytest.approx(lrs(lambda o: get_cosine_schedule_with_warmup(o, warmup, total)), abs=1e-12)
+    assert max(ours) == pytest.approx(0.3) and (ours[total] == 0.0 or warmup == total)  # not a constant schedule
+
+
 # -- checkpoint bookkeeping -------------------------------------------------------------------------------------------
 def _fake_save(out: Path, step: int, keep_last: int = 2) -> Path:
     tmp = out / f"{TMP_PREFIX}{step:08d}"
