@@ -3,6 +3,7 @@ groups the header names (a fake process group: no GPU, no processes)."""
 
 from __future__ import annotations
 
+import functools
 import types
 import warnings
 
@@ -16,32 +17,32 @@ from generator.plan.planner import make_plan
 from generator.plan.types import PlanRequest
 from generator.topology.machines import load_machine
 
-CASES = [
-    ("hgx-h200-8", "llama-3.1-8b", {"method": "lora", "seq_len": 131072}),
-    ("hgx-h200-8", "llama-3.1-8b", {"method": "lora", "seq_len": 65536}),
-    ("h200-nvl-8", "llama-3.1-8b", {"method": "lora", "seq_len": 65536}),
-    ("hgx-h200-8", "llama-3-70b", {"method": "full", "num_machines": 2, "main_process_ip": "10.0.0.1"}),
-]
+CASES = {
+    "hgx-llama-3.1-8b-lora-s131072": ("hgx-h200-8", "llama-3.1-8b", {"method": "lora", "seq_len": 131072}),
+    "hgx-llama-3.1-8b-lora-s65536": ("hgx-h200-8", "llama-3.1-8b", {"method": "lora", "seq_len": 65536}),
+    "nvl-llama-3.1-8b-lora-s65536": ("h200-nvl-8", "llama-3.1-8b", {"method": "lora", "seq_len": 65536}),
+}
+"""Plans that take a tensor/context-parallel layout, planned when a test first asks (not at collection, where every
+xdist worker would plan them all)."""
 
 
-def _parallel_plans():
-    for machine, model, kw in CASES:
-        plan = make_plan(load_machine(machine), load_model(model), PlanRequest(**kw))
-        if plan.parallel is not None:
-            yield plan
+@functools.cache
+def _plan(case: str):
+    machine, model, kw = CASES[case]
+    return make_plan(load_machine(machine), load_model(model), PlanRequest(**kw))
 
 
-PLANS = list(_parallel_plans())
+@pytest.mark.parametrize("case", CASES)
+def test_the_cases_do_take_layouts(case):
+    assert _plan(case).parallel is not None
 
 
-def test_the_cases_do_take_layouts():
-    assert len(PLANS) >= 3
-
-
-@pytest.mark.parametrize("plan", PLANS, ids=lambda p: f"{p.model.name}-{p.parallel.layout.label}")
-def test_accelerate_accepts_the_config(plan, tmp_path):
+@pytest.mark.parametrize("case", CASES)
+def test_accelerate_accepts_the_config(case, tmp_path):
     from accelerate.parallelism_config import ParallelismConfig
     from accelerate.utils import DistributedType
+
+    plan = _plan(case)
 
     path = tmp_path / "c.yaml"
     write(render(plan, str(path)), force=True)
@@ -66,11 +67,13 @@ def test_accelerate_accepts_the_config(plan, tmp_path):
     assert "Parallel layout" in text and "predicted, not measured" in text
 
 
-@pytest.mark.parametrize("plan", PLANS, ids=lambda p: f"{p.model.name}-{p.parallel.layout.label}")
-def test_accelerates_mesh_forms_the_groups_we_print(plan):
+@pytest.mark.parametrize("case", CASES)
+def test_accelerates_mesh_forms_the_groups_we_print(case):
     import torch.distributed as dist
     from accelerate.parallelism_config import ParallelismConfig
     from torch.testing._internal.distributed.fake_pg import FakeStore
+
+    plan = _plan(case)
 
     lay, pg = plan.parallel.layout, plan.parallel
     for rank in range(plan.num_processes):
@@ -95,7 +98,7 @@ def test_the_yaml_keys_are_all_ones_accelerate_reads():
     from accelerate.commands.launch import launch_command_parser
 
     known = {a.dest for a in launch_command_parser()._actions}
-    for plan in PLANS:
+    for plan in map(_plan, CASES):
         from generator.emit.parallelism import parallelism_block
 
         assert set(parallelism_block(plan)) <= known
