@@ -58,10 +58,12 @@ WHY_VALIDATION_MISSED: dict[str, str | tuple[str, ...]] = {
         "against 14% from the Mistral row as it is, cpu-host-ops-2026-12-05), which moves none of these rows "
         "(the eager rows of such models are GPU-bound).",
         "TRL's short packed documents at micro-batch 2 (one flattened row of 8,192 tokens under SDPA's masked "
-        "kernel, 22% fast): cuDNN's masked attention took 465-530 ms a step against the 402 the probe's "
-        "dense-mask rows give, and the GPU sat idle about 150 ms a step behind 24 host synchronisations "
-        "(TRL's per-step metrics and transformers' packed-sequence detection: aten::nonzero and .item()), "
-        "which no term models.",
+        "kernel, 26% fast): in the profiled step (profile-h200-2026-12-02/trl-short) the kernels ran 918 ms a "
+        "step against 935 priced, cuDNN's masked attention 501 ms against the 401 the probe's dense-mask rows "
+        "give and the GEMMs 298 against 375, and the GPU sat idle 0.2-0.3 s of each 1.13-1.23 s step behind 24 "
+        "host synchronisations (TRL's per-step metrics and transformers' packed-sequence detection: "
+        "aten::nonzero and .item()), which no term models. bench/scripts/attention_layout.py times the "
+        "attention part as the probe calls it and as the layer does (Next 9 in bench/README; not yet run).",
         "QLoRA (14-27% slow before 2026-12-03's fourth session): the dequantisation constant had been fitted "
         "on train.py's QLoRA rows, whose residual stream is fp32 (prepare_model_for_kbit_training), and held "
         "that stream's extra traffic and, by accident, the cost of Mixtral's 4-bit per-expert loop. Both are "
