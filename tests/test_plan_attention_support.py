@@ -94,8 +94,6 @@ def test_no_flex_architecture_is_never_planned_with_flex(capsys, configs):
 
 
 def test_an_explicit_kernel_the_architecture_lacks_is_one_line_and_exit_2(configs, capsys):
-    from generator.cli import main
-
     argv = ["plan", "--model", str(configs["gemma2"]), "--machine", "h200-sxm-2", "--attention", "sdpa", "--method",
             "lora"]  # fmt: skip
     assert main(argv) == 2  # an exception escaping main would fail the test: no traceback
