@@ -20,7 +20,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.calibration import GPU_NAME, error_pct, load_files, load_rows, measured_busbw, placement  # noqa: E402
+from bench.calibration import error_pct, measured_busbw, placement  # noqa: E402
+from bench.results_rows import load_files, load_rows  # noqa: E402
+from bench.row import GPU_NAME  # noqa: E402
 from generator.estimate import estimate  # noqa: E402
 from generator.estimate.compute_source import table_for  # noqa: E402
 from generator.estimate.compute_table import from_document  # noqa: E402

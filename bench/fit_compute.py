@@ -36,7 +36,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.calibration import load_files, load_rows, measured_busbw, placement  # noqa: E402
+from bench.calibration import measured_busbw, placement  # noqa: E402
+from bench.results_rows import load_files, load_rows  # noqa: E402
 from generator.catalog.gpus import find_gpu  # noqa: E402
 from generator.estimate import compute_source  # noqa: E402
 from generator.estimate.compute_table import from_document  # noqa: E402

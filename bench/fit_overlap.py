@@ -80,7 +80,8 @@ def fit(rows: list[StepRow]) -> dict[str, Fit]:
 
 def rows_from_results(files: dict[str, dict]) -> list[StepRow]:
     """Two-GPU matrix rows that ran, each predicted at its wire's measured busbw."""
-    from bench.calibration import load_rows, measured_busbw, predict
+    from bench.calibration import measured_busbw, predict
+    from bench.results_rows import load_rows
     from bench.wires import busbw_by_wire
 
     busbw, wires = measured_busbw(files), busbw_by_wire(files)
@@ -106,7 +107,7 @@ def report(rows: list[StepRow], fits: dict[str, Fit]) -> str:
 
 
 def main() -> int:
-    from bench.calibration import load_files
+    from bench.results_rows import load_files
 
     rows = rows_from_results(load_files())
     print(report(rows, fit(rows)))

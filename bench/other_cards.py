@@ -7,8 +7,10 @@ the catalog-scaled figure, which the plan labels as scaled, lands from a measure
 
 from __future__ import annotations
 
-from bench.calibration import Row, _sweep_rows, error_pct, measured_on_h200, placement, sweep_file
+from bench.calibration import error_pct, placement
 from bench.family_report import mean_abs
+from bench.results_rows import _sweep_rows, measured_on_h200, sweep_file
+from bench.row import Row
 from generator.estimate import Estimate, estimate
 
 

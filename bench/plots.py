@@ -9,7 +9,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from bench.calibration import GPU_MEMORY_GB  # noqa: E402
+from bench.row import GPU_MEMORY_GB  # noqa: E402
 
 SIZES = {"1M": 2**20, "16M": 2**24, "256M": 2**28, "1G": 2**30, "2G": 2**31}
 # No timestamp or version in the files, so regenerating unchanged data gives the same bytes.

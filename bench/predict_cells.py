@@ -20,7 +20,8 @@ from dataclasses import asdict
 from datetime import date
 from pathlib import Path
 
-from bench.calibration import RESULTS_DIR, _sweep_rows, load_files, measured_busbw, predict
+from bench.calibration import measured_busbw, predict
+from bench.results_rows import RESULTS_DIR, _sweep_rows, load_files
 from bench.sweep import CELLS, select, train_command
 from bench.wires import busbw_by_wire
 

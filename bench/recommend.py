@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bench.calibration import MODEL, Row, bench_attention, predict
+from bench.calibration import predict
+from bench.row import MODEL, Row, bench_attention
 from bench.wires import NVLINK
 from generator.errors import UserError
 from generator.model import load_model

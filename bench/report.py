@@ -16,9 +16,10 @@ if str(BENCH.parent) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(BENCH.parent))
 
 from bench import family_report, fp8_curves, meta_seed, other_cards  # noqa: E402
-from bench.calibration import RESULTS_DIR, error_pct, load_files, load_rows, measured_busbw, predict  # noqa: E402
+from bench.calibration import error_pct, measured_busbw, predict  # noqa: E402
 from bench.holdout import OTHER_CODE  # noqa: E402
 from bench.recommend import verdicts  # noqa: E402
+from bench.results_rows import RESULTS_DIR, load_files, load_rows  # noqa: E402
 from bench.targets import WHY_VALIDATION_MISSED, explain, judge, judge_validation  # noqa: E402
 from bench.wires import busbw_by_wire  # noqa: E402
 

@@ -367,7 +367,7 @@ def main() -> int:
     path = args.results or REPO / "bench" / "results" / f"{machine}-sweep-{date.today().isoformat()}.json"
     results = json.loads(path.read_text()) if path.exists() else {"machine": machine, "cells": {}}
     results.setdefault("versions", {}).update(found)
-    if os.environ.get("BENCH_PROFILE"):  # the profiler slows the steps: bench/calibration.py reads no tokens/s here
+    if os.environ.get("BENCH_PROFILE"):  # the profiler slows the steps: bench/results_rows.py reads no tokens/s here
         results["profiled"] = True
     for probe in args.host_from:  # a resumed call's results hold this probe's rows already: replaced, not doubled
         kept = [r for r in results.get("host", []) if r.get("source") != probe.name]

@@ -185,7 +185,7 @@ def dataset_dir(cell: TrlCell, workdir: Path) -> Path:
 
 
 def calibration_fields(cell: TrlCell, plan: dict) -> dict:
-    """The keys bench/calibration.py reads from a sweep cell, in its terms, with the levers the plan chose filled in
+    """The keys bench/results_rows.py reads from a sweep cell, in its terms, with the levers the plan chose filled in
     (the plan's JSON): one GPU, bf16, the documents' length, TRL's LoRA targets and dropout (ModelConfig's 0.05)."""
     lora = cell.method != "full"
     launch = plan["launch_command"]

@@ -9,7 +9,8 @@ import shutil
 import pytest
 
 from bench import report
-from bench.calibration import RESULTS_DIR, error_pct, load_files, load_rows, measured_busbw, predict
+from bench.calibration import error_pct, measured_busbw, predict
+from bench.results_rows import RESULTS_DIR, load_files, load_rows
 from bench.targets import ALLOC_TOL, RESERVED_TOL
 
 FILES = load_files()
@@ -141,16 +142,16 @@ def test_a_row_whose_model_ran_other_code_is_shown_unscored(monkeypatch):
     """bench/holdout.OTHER_CODE: Falcon's rows ran under transformers 5.17 (the GPU image's), whose FalconAttention
     takes SDPA's math kernel; a newer install counts other code for it, so those rows leave the validation targets
     and are shown beside what the estimator predicted when they ran. Under the version they ran with they score."""
-    from bench import calibration
+    from bench import results_rows
 
     name = "h200-x1-falcon-memory-2026-12-06.json"
     one = {name: FILES[name]}
     for installed, role in (("5.25.0", "other-code"), ("5.17.0", "validation")):
-        monkeypatch.setattr(calibration, "installed_transformers", lambda v=installed: v)
+        monkeypatch.setattr(results_rows, "installed_transformers", lambda v=installed: v)
         rows = load_rows(one)
         assert rows and {(r.model, r.transformers, r.role) for r in rows} == {("falcon-default", "5.17.0", role)}
     assert all(len(r.ran_predicted) == 2 and r.ran_predicted[1] > 0 for r in rows)
-    monkeypatch.setattr(calibration, "installed_transformers", lambda: "5.25.0")
+    monkeypatch.setattr(results_rows, "installed_transformers", lambda: "5.25.0")
     md, _ = report.build(one)
     held = md.split("## Validation rows")[1].split("## Peak memory")[0]
     assert "falcon-default lora" not in held.split("Rows whose model's code")[0]  # out of the scored tables

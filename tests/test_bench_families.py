@@ -10,8 +10,9 @@ from dataclasses import asdict
 from pathlib import Path
 
 from bench import families, sweep
-from bench.calibration import load_rows, predict
+from bench.calibration import predict
 from bench.holdout import VALIDATION_KEYS
+from bench.results_rows import load_rows
 from generator.model import load_model, spec_from_config
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -118,7 +119,7 @@ def _holds_family_rows(data: dict) -> bool:
 
 def test_report_scores_families_beside_the_anchors_and_each_pick_against_its_runner_up():
     from bench import report
-    from bench.calibration import load_files
+    from bench.results_rows import load_files
 
     pick, runner_up = families.PICK_PAIRS[0]
     (pick_row,) = load_rows({"s.json": {"machine": "h200-x1", "cells": {pick.key: _synthetic_row(pick, 1, 1, 1)}}})

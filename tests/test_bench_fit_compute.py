@@ -4,7 +4,7 @@ fits only on fit rows."""
 import json
 
 from bench import fit_compute
-from bench.calibration import load_files, load_rows
+from bench.results_rows import load_files, load_rows
 from generator.estimate.compute_source import FIT
 
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 from dataclasses import asdict
 
 from bench import families, other_cards
-from bench.calibration import load_rows, placement, predict
+from bench.calibration import placement, predict
+from bench.results_rows import load_rows
 from generator.estimate.compute_source import table_for
 
 H100 = "NVIDIA H100 80GB HBM3"

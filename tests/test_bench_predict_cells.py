@@ -7,8 +7,9 @@ import json
 
 import pytest
 
-from bench.calibration import RESULTS_DIR, _sweep_rows, load_files, measured_busbw, predict
+from bench.calibration import measured_busbw, predict
 from bench.predict_cells import main, predictions
+from bench.results_rows import RESULTS_DIR, _sweep_rows, load_files
 from bench.sweep import CELLS
 from bench.wires import busbw_by_wire
 

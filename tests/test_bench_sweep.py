@@ -14,7 +14,8 @@ from types import SimpleNamespace
 import pytest
 
 from bench import sweep
-from bench.calibration import load_files, load_rows, predict
+from bench.calibration import predict
+from bench.results_rows import load_files, load_rows
 from bench.scripts import common, plain_loop, steplog
 from bench.scripts.common import ScriptError
 

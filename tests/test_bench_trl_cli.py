@@ -1,5 +1,5 @@
 """bench/trl_cli.py's plumbing without a GPU: the printed TRL line with a user's placeholders filled in, the cell keys
-holdout.py names, and a results row read back by bench/calibration.py as the workload TRL ran (its LoRA targets and
+holdout.py names, and a results row read back by bench/results_rows.py as the workload TRL ran (its LoRA targets and
 dropout, the plan's levers), priced by the estimator."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import calibration
+from bench import calibration, results_rows
 from bench.holdout import TRL_CLI_FIT_KEYS
 from bench.trl_cli import CELLS, FIT, VALIDATION, calibration_fields, filled_command, plan_command
 
@@ -44,7 +44,7 @@ def test_a_results_row_reads_back_as_the_workload_trl_ran(cell, tmp_path):
     measured = {"peak_allocated_gb": 30.0, "peak_reserved_gb": 32.0, "tokens_per_s_per_gpu": 5000.0}
     row = dict(asdict(cell), key=cell.key, script="trainer", status="ok", measured=measured,
                **calibration_fields(cell, plan))  # fmt: skip
-    (rows,) = calibration.load_rows({"trl.json": {"machine": "h200-x1", "cells": {cell.key: row}}})
+    (rows,) = results_rows.load_rows({"trl.json": {"machine": "h200-x1", "cells": {cell.key: row}}})
     assert rows.role == ("fit" if cell in FIT else "validation")
     w = rows.workload
     assert (w.script, w.micro_batch, w.grad_checkpointing) == (
@@ -53,7 +53,7 @@ def test_a_results_row_reads_back_as_the_workload_trl_ran(cell, tmp_path):
         plan["grad_checkpointing"],
     )
     if cell.method != "full":
-        assert w.lora_targets == (("q", "v") if cell.targets == "qv" else calibration.ALL_LINEAR)
+        assert w.lora_targets == (("q", "v") if cell.targets == "qv" else results_rows.ALL_LINEAR)
         assert w.lora_dropout == 0.05
     predicted = calibration.predict(rows, {})
     chosen = plan["chosen"]

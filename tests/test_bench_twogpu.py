@@ -13,8 +13,9 @@ import pytest
 
 from bench import check_liger, fit_overlap, wires
 from bench import run_matrix as rm
-from bench.calibration import load_rows, measured_busbw, predict
+from bench.calibration import measured_busbw, predict
 from bench.harness import SAFE_ENV
+from bench.results_rows import load_rows
 
 ROOT = Path(__file__).resolve().parents[1]
 

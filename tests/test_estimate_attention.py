@@ -6,7 +6,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from bench.calibration import load_files, load_rows, measured_busbw, predict
+from bench.calibration import measured_busbw, predict
+from bench.results_rows import load_files, load_rows
 from generator.estimate import Placement, Workload, estimate
 from generator.estimate.attention import flex_tile_keys, kernel_path, keys_per_query, mask_bytes
 from generator.estimate.hardware import gpu_rates

@@ -94,7 +94,7 @@ def test_cli_prints_the_table_and_json_and_one_line_on_a_bad_file(tmp_path, caps
 
 def test_report_section_comes_from_the_results_files_and_is_absent_without_them():
     from bench import report
-    from bench.calibration import load_files
+    from bench.results_rows import load_files
 
     lines, panels = report.fp8_curves_section(load_files())
     text = "\n".join(lines)

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from bench.calibration import error_pct, load_files, load_rows, measured_busbw, predict
+from bench.calibration import error_pct, measured_busbw, predict
 from bench.holdout import FP8_FIT_KEYS, FP8_VALIDATION_KEYS
+from bench.results_rows import load_files, load_rows
 
 FILE = "h200-x1-fp8-2026-12-01-rerun.json"
 FIRST = "h200-x1-fp8-2026-12-01.json"

@@ -8,7 +8,8 @@ import json
 
 import pytest
 
-from bench.calibration import load_files, load_rows, predict
+from bench.calibration import predict
+from bench.results_rows import load_files, load_rows
 from generator.cli import main
 from generator.plan.model_reasons import NF4_EXPERTS_LAUNCH_BOUND
 

@@ -18,16 +18,20 @@ from dataclasses import replace
 from pathlib import Path
 
 from bench import calibration as cal
+from bench.results_rows import load_files, load_rows
+from bench.row import GPU_NAME
+from generator.estimate import estimate
+from generator.estimate.compute_source import table_for
 from generator.estimate.host_time import host_ratio, host_tables, model_host_tables
 
 
 def whatif(own: list[dict], mistral: list[dict], match: str) -> list[dict]:
-    files = cal.load_files()
+    files = load_files()
     busbw = cal.measured_busbw(files)
     other, _ = host_tables(mistral)
-    base = replace(cal.table_for(cal.GPU_NAME), host=other, host_models=model_host_tables(own))
+    base = replace(table_for(GPU_NAME), host=other, host_models=model_host_tables(own))
     out = []
-    for row in cal.load_rows(files):
+    for row in load_rows(files):
         if match not in row.label or not row.host:
             continue
         ratio = host_ratio(host_tables(list(row.host))[0], other)
@@ -35,7 +39,7 @@ def whatif(own: list[dict], mistral: list[dict], match: str) -> list[dict]:
             continue
         # the other machine's tables as the base: placement swaps in the row's own host rows and rescales the
         # base's own-model rows by the row's machine over the base's, as it does for the shipped table's
-        with_own = cal.estimate(row.spec, row.workload, cal.placement(row.gpus, busbw, row, base), row.strategy)
+        with_own = estimate(row.spec, row.workload, cal.placement(row.gpus, busbw, row, base), row.strategy)
         out.append({
             "row": row.label, "source": row.source, "measured": row.tps, "ratio": round(ratio, 3),
             "predicted": round(cal.predict(row, busbw).tokens_per_s_per_gpu),
