@@ -325,10 +325,10 @@ FLOAT8_LAYERNORM = (STARCODER2_FULL_FP8, STARCODER2_FULL_BF16)
 # the cheaper; the cut pair, plain and under BENCH_PROFILE, says whether the gap is in the layers and where.
 QWEN3_MOE_CUT = tuple(replace(c, layers=24) for c in (QWEN3_MOE_B[0], QWEN3_MOE_LORA_FP8))
 
-# Chosen on 2026-12-06 (twenty-second session) before any ran, after the step's tail (clip and the optimizer's
-# update, generator/estimate/timing.py _tail_bytes) stopped hiding under a host-bound step's issuing: a full fine-tune
-# small enough to be host-bound and to fit 80 GB (Llama-3.2-3B, fp32 weights, eager, no checkpointing) at 1,024 x 1
-# and 2,048 x 1, where the tail is about a quarter of the step. Predicted before the call with and without the change
+# Chosen on 2026-12-06 (twenty-second session) before any ran, after the step's tail (clip and the optimizer's update,
+# generator/estimate/step_traffic.py tail_bytes) stopped hiding under a host-bound step's issuing: a full fine-tune
+# small enough to be host-bound and to fit 80 GB (Llama-3.2-3B, fp32 weights, eager, no checkpointing) at 1,024 x 1 and
+# 2,048 x 1, where the tail is about a quarter of the step. Predicted before the call with and without the change
 # (results/predicted/tail-blind-2026-12-06.json).
 TAIL_BLIND = (
     _family("llama-3.2-3b", "full", 1024, 1, False, False),

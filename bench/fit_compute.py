@@ -11,11 +11,11 @@
 
 Then regenerate REPORT.md (`python bench/report.py --no-plots`).
 
-What is fitted (FITS, in order, each with the ones before it held; fit rows only, never bench/holdout.py's
-validation rows; minimax on tokens/s; every row's error is printed and written beside the value): the operator
-model's own elementwise_scale (estimate.compute_time: what counting the elementwise ops' bytes at the measured HBM
-rate misses, launch gaps between small kernels, reductions below streaming bandwidth) on the single-GPU full
-fine-tunes in eager bf16; then the terms of generator/estimate/timing.py that were fitted on residuals of the former
+What is fitted (FITS, in order, each with the ones before it held; fit rows only, never bench/holdout.py's validation
+rows; minimax on tokens/s; every row's error is printed and written beside the value): the operator model's own
+elementwise_scale (estimate.compute_time: what counting the elementwise ops' bytes at the measured HBM rate misses,
+launch gaps between small kernels, reductions below streaming bandwidth) on the single-GPU full fine-tunes in eager
+bf16; then the terms of generator/estimate/step_traffic.py and timing.py that were fitted on residuals of the former
 compute term, refitted on their own rows on top of the new one (LoRA adapter bytes, QLoRA dequantisation bytes,
 DeepSpeed ZeRO-1/2 and ZeRO-3 overheads, the compiled layers' adapter share).
 

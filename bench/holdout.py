@@ -24,7 +24,7 @@ LONG_SEQUENCE_KEYS = frozenset(
 )
 
 # Issue 20 (bench/results/h200-x1-fp8-2026-12-01*.json): two rows fit the two new terms, one each --
-# FP8_GEMM_SPEEDUP (generator/estimate/precision.py) and COMPILED_ADAPTER_FUSED (generator/estimate/timing.py).
+# FP8_GEMM_SPEEDUP (generator/estimate/precision.py) and COMPILED_ADAPTER_FUSED (generator/estimate/step_traffic.py).
 FP8_FIT_KEYS = frozenset(
     {
         "train.py-g1-ddp-full-s4096-mb8-ckpton-flex-short-liger-fp8",

@@ -26,12 +26,12 @@ from bench.wires import busbw_by_wire  # noqa: E402
 REPORT = BENCH / "REPORT.md"
 IN_SAMPLE = (
     "Caveat: the estimator's calibrated terms (FRAGMENTATION in generator/estimate/core.py; the overheads and "
-    "LoRA/QLoRA/allocator terms in generator/estimate/timing.py; the elementwise scale and LoRA adapter bytes in "
-    "generator/compute/fit.json, fitted by bench/fit_compute.py on top of the measured operator rates) were fitted to "
-    "rows of this report, most to several rows (QLoRA's two rest on its one run), so 'met' is partly in-sample. GEMM, "
-    "attention, cast and HBM rates are measured by probe --compute, not fitted. The other memory "
-    "terms are derived from what the frameworks allocate, and the measured rows check them. Rows at other sequence "
-    "lengths, GPU counts, GPUs and models are predictions the matrix has not yet checked."
+    "allocator terms in generator/estimate/timing.py, the LoRA/QLoRA terms in step_traffic.py; the elementwise scale "
+    "and LoRA adapter bytes in generator/compute/fit.json, fitted by bench/fit_compute.py on top of the measured "
+    "operator rates) were fitted to rows of this report, most to several rows (QLoRA's two rest on its one run), so "
+    "'met' is partly in-sample. GEMM, attention, cast and HBM rates are measured by probe --compute, not fitted. The "
+    "other memory terms are derived from what the frameworks allocate, and the measured rows check them. Rows at "
+    "other sequence lengths, GPU counts, GPUs and models are predictions the matrix has not yet checked."
 )
 PATH_NAMES = {"nvlink": "NVLink", "p2p_disabled": "P2P disabled", "sockets": "sockets"}
 PLOTS = {

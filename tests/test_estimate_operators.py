@@ -383,12 +383,13 @@ def test_memory_bound_work_in_the_layers_hides_under_a_host_bound_step_and_the_t
     optimizer's update are issued after the backward, and the step ends in a host read of the loss, so they add to
     the host's time; where the GPU is the longer, everything adds as before."""
     from generator.estimate.comm import Comm
-    from generator.estimate.timing import _tail_bytes, step_timing
+    from generator.estimate.step_traffic import tail_bytes
+    from generator.estimate.timing import step_timing
 
     doc = _doc()
     for method, per_layer_ms in (("lora", 20.0), ("full", 40.0)):  # 32 x 20 (40) ms: far past the GPU's work
         w = Workload(method=method, seq_len=2048, grad_checkpointing=False)
-        tail_s = _tail_bytes(MISTRAL, w, ONE, "ddp") / (shipped_table().hbm_gbps * 1e9)
+        tail_s = tail_bytes(MISTRAL, w, ONE, "ddp") / (shipped_table().hbm_gbps * 1e9)
         doc["host"] = [_host_row(method, False, per_layer_ms, 10.0)]
         t = step_timing(MISTRAL, w, replace(ONE, compute=from_document(doc, "slow host")), "ddp", Comm(0, 0, 0))
         assert t.memory_s > tail_s > 0 and t.parts.host_s > t.parts.gpu_s + t.memory_s

@@ -82,7 +82,7 @@ def expert_impl(workload: Workload, strategy: str) -> str:
     of an fp32-loaded model; FSDP2 and DeepSpeed compute in bf16) its grouped_mm_fallback casts the input to the
     weights' dtype and loops over the experts in fp32, which autocast does not reach (issue 26: Mixtral's full
     fine-tune ran 10.8x slower than predicted). train.py casts such experts to bf16 per forward (the cast's bytes are
-    timing._cast_bytes'); QLoRA's NF4 experts are one bitsandbytes Linear4bit per expert: a bf16 loop."""
+    step_traffic.cast_bytes'); QLoRA's NF4 experts are one bitsandbytes Linear4bit per expert: a bf16 loop."""
     if workload.method == "qlora":
         return "loop_bf16"
     fp32 = catalog.strategy(strategy).framework == "ddp" and workload.load_dtype == "fp32"
