@@ -173,7 +173,7 @@ UNSEEN_PICKS = (NEMO_LORA_FP8, QWEN14_LORA_LIGER, QWEN3_LORA_FP8, QWEN3_LORA)
 # and before the probe's optimizer rows were measured: full fine-tunes on shapes no row had, for the optimizer step's
 # passes (clip_grad_norm_ and fused AdamW at their own measured rates: what Mixtral cut to 4 layers, profiled, spent
 # outside its layers; tried and dropped, bench/README.md), and Qwen3-8B at another shape, for what its q_norm and
-# k_norm keep (generator/estimate/activations.py head_norm_bytes, written after Qwen3-8B LoRA read -6.1% allocated).
+# k_norm keep (generator/estimate/layer_saved.py head_norm_bytes, written after Qwen3-8B LoRA read -6.1% allocated).
 HELD_OUT_TERMS = (
     _family("mixtral-8x7b", "full", 8192, 1, True, False, layers=4),
     _family("llama-2-7b", "full", 4096, 2, True, False),

@@ -73,7 +73,7 @@ def test_the_estimate_and_the_trl_line_follow_the_same_rule(tmp_path: Path):
     from dataclasses import replace
 
     from generator.emit.script_cli import _targets
-    from generator.estimate.activations import lora_saved_delta_per_token
+    from generator.estimate.lora_saved import lora_saved_delta_per_token
     from generator.estimate.scripts import ALL_LINEAR
     from generator.model import load_model
 

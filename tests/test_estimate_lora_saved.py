@@ -12,7 +12,8 @@ pytest.importorskip("peft")
 
 from bench.scripts.saved_audit import saved_bytes_per_layer as counted_per_layer  # noqa: E402
 from generator.estimate import Workload  # noqa: E402
-from generator.estimate.activations import DROPOUT_MASK_BYTES, activation_terms  # noqa: E402
+from generator.estimate.activations import activation_terms  # noqa: E402
+from generator.estimate.lora_saved import DROPOUT_MASK_BYTES  # noqa: E402
 from generator.model import spec_from_config  # noqa: E402
 
 SEQ = 512

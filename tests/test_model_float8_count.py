@@ -61,7 +61,7 @@ def _real_per_token(config, trained: bool) -> float:
 def test_a_float8_layer_keeps_what_its_count_says(tmp_path: Path):
     """Phi (sized on the meta device; a llama-family config is sized in closed form, without a count). It runs
     attention and MLP side by side on one LayerNorm output, so sizing also finds q, k, v and fc1 handed one tensor,
-    which peft's adapters on them, compiled, keep once (estimate.activations.lora_saved_delta_per_token)."""
+    which peft's adapters on them, compiled, keep once (estimate.lora_saved.lora_saved_delta_per_token)."""
     from generator.model import load_model
 
     config = _config("phi")

@@ -13,7 +13,7 @@ Sarvam-MLA and Solar-Open lose their MLP adapters to the experts this way; Qwen1
 
 train.py therefore leaves those names out on such a model unless --lora-targets names them (training/model.py
 experts_kept_off, which asks the installed peft and falls back on this table), and the estimate prices no adapter on
-their shared experts (estimate.activations.lora_saved_delta_per_token). Planning imports no peft, hence the table."""
+their shared experts (estimate.lora_saved.lora_saved_delta_per_token). Planning imports no peft, hence the table."""
 
 from __future__ import annotations
 

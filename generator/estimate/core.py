@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from generator.catalog import strategies as catalog
-from generator.estimate.activations import activation_terms, residual_bytes
+from generator.estimate.activations import activation_terms
 from generator.estimate.attention_rates import (
     HEAD_DIM_NOTE,
     MATH_KERNEL_NOTE,
@@ -22,6 +22,7 @@ from generator.estimate.compute_time import (
 )
 from generator.estimate.hardware import gpu_known
 from generator.estimate.host_time import priced_as_mistral
+from generator.estimate.layer_saved import residual_bytes
 from generator.estimate.loss import LOSS_BACKWARD_BYTES
 from generator.estimate.moe import is_moe, mlp_element_bytes
 from generator.estimate.precision import transient_fp8_bytes

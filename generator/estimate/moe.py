@@ -106,7 +106,7 @@ def expert_params(model: ModelSpec) -> int:
 
 def mlp_element_bytes(method: str, residual: int = 4) -> int:
     """Bytes per element of the MLP's (or experts') intermediates: 4 under QLoRA with an fp32 residual stream
-    (`residual`, activations.residual_bytes: peft's prepare_model_for_kbit_training casts the norms' weights to
+    (`residual`, layer_saved.residual_bytes: peft's prepare_model_for_kbit_training casts the norms' weights to
     fp32), where bitsandbytes' Linear4bit returns its input's dtype, so gate, up and the activation between them are
     fp32 (a dense layer too: tests/test_estimate_lora_saved.py); else 2 (bf16 under autocast, or a bf16 model)."""
     return 4 if method == "qlora" and residual == 4 else 2
