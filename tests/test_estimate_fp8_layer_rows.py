@@ -15,7 +15,8 @@ from generator.estimate import Placement, Workload, estimate
 from generator.estimate.comm import Comm
 from generator.estimate.compute_source import SHIPPED
 from generator.estimate.compute_table import FP8_ROW, from_document
-from generator.estimate.compute_time import compute_time, fp8_layers_in_row
+from generator.estimate.compute_time import compute_time
+from generator.estimate.layer_rows import fp8_layers_in_row
 from generator.estimate.timing import step_timing
 from generator.model import load_model
 

@@ -1,6 +1,6 @@
 """A layer row `probe --compute --full` times must be found again by the estimator: the widths the probe writes for a
 model (generator/probe/compute_layers.layer_dims, from transformers' config object) are the ones the planner's
-ModelSpec keys its lookup by (generator/estimate/compute_time.layer_row), for every MoE the bench has run. Qwen3-MoE's
+ModelSpec keys its lookup by (generator/estimate/layer_rows.layer_row), for every MoE the bench has run. Qwen3-MoE's
 rows once carried its unused dense width (6,144) where the spec holds the experts' (768), and were never read."""
 
 from __future__ import annotations

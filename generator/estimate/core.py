@@ -14,14 +14,14 @@ from generator.estimate.attention_rates import (
 from generator.estimate.comm import communication
 from generator.estimate.compute_source import table_for, table_note
 from generator.estimate.compute_table import ComputeTable
-from generator.estimate.compute_time import (
+from generator.estimate.hardware import gpu_known
+from generator.estimate.host_time import priced_as_mistral
+from generator.estimate.layer_rows import (
     FP8_OPERATORS_NOTE,
     MOE_OPERATORS_NOTE,
     fp8_layers_in_row,
     moe_priced_by_operators,
 )
-from generator.estimate.hardware import gpu_known
-from generator.estimate.host_time import priced_as_mistral
 from generator.estimate.layer_saved import residual_bytes
 from generator.estimate.loss import LOSS_BACKWARD_BYTES
 from generator.estimate.moe import is_moe, mlp_element_bytes

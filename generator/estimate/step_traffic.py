@@ -116,7 +116,7 @@ def cast_bytes(model: ModelSpec, workload: Workload, strategy: str, fp32_layers_
     and backward casts the bf16 weight gradients into the fp32 .grad (read 2 + write 4). A frozen LoRA base is cast
     the same way in every forward but has no weight gradients; a QLoRA base is 4-bit (see dequant_bytes).
     `fp32_layers_in_row`: the decoder layers' own casts ran inside a float8 row timed at fp32 weights
-    (compute_time.fp8_layers_in_row), so only the weights outside them are counted here."""
+    (layer_rows.fp8_layers_in_row), so only the weights outside them are counted here."""
     if not fp32_under_autocast(workload, strategy):
         return 0.0
     grads = 6.0 if workload.method == "full" else 0.0

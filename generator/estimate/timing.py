@@ -20,14 +20,9 @@ from generator.catalog import strategies as catalog
 from generator.estimate.attention import attention_flops_per_token, useful_keys_per_query
 from generator.estimate.comm import Comm
 from generator.estimate.compute_source import fitted, table_for
-from generator.estimate.compute_time import (
-    ComputeTime,
-    compute_time,
-    forward_passes,
-    fp8_layers_in_row,
-    quantised_layers_in_row,
-)
+from generator.estimate.compute_time import ComputeTime, compute_time, forward_passes
 from generator.estimate.hardware import gpu_rates
+from generator.estimate.layer_rows import fp8_layers_in_row, quantised_layers_in_row
 from generator.estimate.operators import executed_flops_per_token
 from generator.estimate.passes import liger_weight_bytes
 from generator.estimate.states import trainable_params

@@ -130,7 +130,7 @@ class Estimate:
     plus this."""
     layers_from_operators: bool = False
     """An MoE step whose decoder layers no whole-layer row of the compute table prices, so they are summed from their
-    operators (compute_time.moe_priced_by_operators; the plan warns, and does not take compiled layers for it)."""
+    operators (layer_rows.moe_priced_by_operators; the plan warns, and does not take compiled layers for it)."""
     host_as_mistral: bool = False
     """The host time of a model other than a dense Mistral read from the Mistral layer's host rows: the table has no
     rows of its own layer (estimate.host_time; `probe --compute --model` times them)."""

@@ -24,7 +24,7 @@ bench/results/h200-x1-families-2026-12-02.json).
 (LoRA's base). Float8's cost beside its GEMMs is not the casts' elements at one rate: on an H100 Mistral-7B's layer
 spent 2.4 ms beside its GEMMs where the casts are priced 1.2, Phi's 2.6 where they are priced 0.9, and Phi's float8
 layer ran 1.04x its bf16 one where the operators give about 1.3x (bench/results/h100-x1-fp8-layer-rows-*-2026-12-06
-.json), so a model's own float8 row prices its float8 layers where the table has one (estimate.compute_time.anchor).
+.json), so a model's own float8 row prices its float8 layers where the table has one (estimate.layer_rows.anchor).
 """
 
 from __future__ import annotations
