@@ -128,7 +128,7 @@ def test_the_probe_times_float8_rows_the_table_reads():
     """On the CPU (a toy width): train.py's float8 Linears at its weights, both variants, read back as float8 rows."""
     pytest.importorskip("torchao.float8")
     pytest.importorskip("transformers")
-    from generator.probe.compute_bench import Clock
+    from generator.probe.clock import Clock
     from generator.probe.compute_layers import hf_config_dict, layer_rows
 
     clock = Clock.for_device("cpu")
@@ -152,7 +152,7 @@ def test_an_moe_is_not_timed_at_fp32_weights():
     why, rather than write a row that prices train.py's float8 full fine-tune with the slow loop."""
     pytest.importorskip("transformers")
     pytest.importorskip("torchao.float8")
-    from generator.probe.compute_bench import Clock
+    from generator.probe.clock import Clock
     from generator.probe.compute_layers import hf_config_dict, layer_rows
 
     clock = Clock.for_device("cpu")

@@ -144,8 +144,8 @@ def test_the_math_kernel_is_priced_from_its_own_rows_and_the_plan_says_so_withou
 def test_the_probe_times_the_math_kernel_as_such_a_class_calls_it():
     """One key head broadcast over four query heads runs (the math kernel's broadcast); two key heads for four do not,
     and are skipped rather than timed on another kernel."""
+    from generator.probe.clock import Clock
     from generator.probe.compute_attention import attention_rows
-    from generator.probe.compute_bench import Clock
 
     clock = Clock.for_device("cpu")
     rows = attention_rows(clock, ["sdpa_math"], ((4, 1, 32), (4, 2, 32)), (128,), 256, 32, 30.0, doc=0)

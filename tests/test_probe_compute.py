@@ -106,7 +106,8 @@ def test_every_section_loop_stops_at_a_lost_context_as_at_its_time_box():
     poisons the process, the row is listed with why and not tried."""
     import time
 
-    from generator.probe.compute_bench import Clock, gemm_rows
+    from generator.probe.clock import Clock
+    from generator.probe.compute_bench import gemm_rows
 
     clock = Clock.for_device("cpu")
     shapes = grid.cpu_grid()[:3]

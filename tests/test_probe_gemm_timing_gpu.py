@@ -15,8 +15,8 @@ pytestmark = [pytest.mark.slow, needs_cuda]
 def test_interleaved_gemm_rows_are_timed_between_copies_and_say_so():
     import torch
 
+    from generator.probe.clock import Clock, gemm_time
     from generator.probe.compute import measure
-    from generator.probe.compute_bench import Clock, gemm_time
     from generator.probe.compute_effort import QUICK
 
     a = torch.randn(8192, 4096, device="cuda", dtype=torch.bfloat16)

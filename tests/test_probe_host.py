@@ -7,7 +7,7 @@ import pytest
 pytest.importorskip("torch")
 
 from generator.probe import compute_host  # noqa: E402
-from generator.probe.compute_bench import Clock  # noqa: E402
+from generator.probe.clock import Clock  # noqa: E402
 
 
 def test_every_round_times_each_depth_once_and_the_order_rotates():

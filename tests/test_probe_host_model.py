@@ -46,7 +46,7 @@ def test_the_tiny_copy_builds_and_trains_for_classes_the_mistral_recipe_broke(mo
     import torch
     from transformers import AutoConfig
 
-    from generator.probe.compute_bench import Clock
+    from generator.probe.clock import Clock
     from generator.probe.compute_host_model import _builder
     from generator.probe.compute_layers import attn_implementation
 
@@ -82,7 +82,7 @@ def test_a_cuda_error_stops_the_models_rows_and_a_python_one_does_not(monkeypatc
     error in one row's build leaves the next rows to run."""
     from generator.model import load_model
     from generator.probe import compute_host_model
-    from generator.probe.compute_bench import Clock
+    from generator.probe.clock import Clock
 
     tried = []
 

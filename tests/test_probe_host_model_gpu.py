@@ -29,7 +29,7 @@ def test_mixtrals_own_lora_layer_follows_its_counted_ops():
     worst (h100-x1-gpu-host-ops-2026-12-05.json): the measured ratio must stay within 30% of the counted one."""
     pytest.importorskip("peft")
     from generator.model.meta import meta_counts
-    from generator.probe.compute_bench import Clock
+    from generator.probe.clock import Clock
     from generator.probe.compute_host import hf_row
     from generator.probe.compute_host_model import own_host_rows
     from generator.probe.compute_layers import hf_config_dict
@@ -58,7 +58,7 @@ def test_qwen3_moes_own_layer_rows_run():
     pytest.importorskip("peft")
     from pathlib import Path
 
-    from generator.probe.compute_bench import Clock
+    from generator.probe.clock import Clock
     from generator.probe.compute_host_model import own_host_rows
 
     clock = Clock.for_device("cuda")

@@ -47,8 +47,8 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
+    from generator.probe.clock import Clock
     from generator.probe.compute_attention import attention_rows
-    from generator.probe.compute_bench import Clock
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     heads, kv, *width = (int(x) for x in args.layout.split("x"))

@@ -27,7 +27,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from bench.harness import model_dir  # noqa: E402
-from generator.probe.compute_bench import Clock, gemm_operands, gemm_time  # noqa: E402
+from generator.probe.clock import Clock, gemm_time  # noqa: E402
+from generator.probe.compute_bench import gemm_operands  # noqa: E402
 from generator.probe.compute_grid import Gemm  # noqa: E402
 from generator.probe.gpu_clocks import ClockSampler  # noqa: E402
 

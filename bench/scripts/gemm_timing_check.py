@@ -18,7 +18,8 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from generator.probe.compute_bench import Clock, gemm_operands  # noqa: E402
+from generator.probe.clock import Clock  # noqa: E402
+from generator.probe.compute_bench import gemm_operands  # noqa: E402
 from generator.probe.compute_grid import Gemm  # noqa: E402
 
 BURST = 20

@@ -45,7 +45,7 @@ def _cut_widths() -> None:
 
 
 def _row(build, variant: str, rounds: int, device: str) -> dict:
-    from generator.probe.compute_bench import Clock
+    from generator.probe.clock import Clock
     from generator.probe.compute_host import hf_row
 
     return hf_row(Clock(device, warmup=1, min_repeats=1, max_repeats=1), variant, False, False, rounds, build=build)
@@ -59,7 +59,7 @@ def _run_ops(build, variant: str, device: str) -> tuple[float, float]:
 
     from generator.model.op_count import op_counter
     from generator.probe import compute_host
-    from generator.probe.compute_bench import Clock
+    from generator.probe.clock import Clock
 
     counts = []
     for depth in (2, 6):

@@ -25,7 +25,7 @@ if str(REPO) not in sys.path:
 
 from bench.scripts.qlora_layer import document_header  # noqa: E402
 from generator.model import load_model  # noqa: E402
-from generator.probe.compute_bench import Clock  # noqa: E402
+from generator.probe.clock import Clock  # noqa: E402
 from generator.probe.compute_effort import FULL  # noqa: E402
 from generator.probe.compute_host import host_rows  # noqa: E402
 from generator.probe.compute_host_model import own_host_rows  # noqa: E402

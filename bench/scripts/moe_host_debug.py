@@ -65,13 +65,13 @@ def run_variant(variant: str) -> str:
     if variant.endswith("experts_8"):
         cfg = {**cfg, "num_experts": 8}
     if variant.startswith("after_"):
-        from generator.probe.compute_bench import Clock
+        from generator.probe.clock import Clock
         from generator.probe.compute_host import hf_row
 
         hf_row(Clock(device), "lora", False, liger=variant == "after_liger", rounds=2)  # the tiny Mistral's
         variant = "probe_row"
     if variant == "probe_row":
-        from generator.probe.compute_bench import Clock
+        from generator.probe.clock import Clock
         from generator.probe.compute_host import hf_row
         from generator.probe.compute_host_model import _builder
 

@@ -21,7 +21,7 @@ REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from generator.probe.compute_bench import Clock  # noqa: E402
+from generator.probe.clock import Clock  # noqa: E402
 from generator.probe.compute_grid import LAYER_SIZES_FULL  # noqa: E402
 from generator.probe.compute_layers import hf_config_dict, layer_rows  # noqa: E402
 

@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from generator.probe.compute_bench import Clock  # noqa: E402
+from generator.probe.clock import Clock  # noqa: E402
 from generator.probe.compute_optimizer import optimizer_rows  # noqa: E402
 
 

@@ -35,7 +35,7 @@ if str(REPO) not in sys.path:
 
 from bench.scripts.qlora_layer import document_header  # noqa: E402
 from generator.model import load_model  # noqa: E402
-from generator.probe.compute_bench import Clock  # noqa: E402
+from generator.probe.clock import Clock  # noqa: E402
 from generator.probe.compute_host import ROUNDS, hf_row  # noqa: E402
 from generator.probe.compute_host_model import host_config  # noqa: E402
 from generator.probe.compute_layers import hf_config_dict  # noqa: E402

@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--gemm-timing", choices=GEMM_TIMINGS, default=GEMM_BURST,
-                    help="how each GEMM is timed (compute_bench.gemm_time): interleaved puts a device copy before "
+                    help="how each GEMM is timed (probe.clock.gemm_time): interleaved puts a device copy before "
                     "each call, so a GEMM shorter than its launch is timed without the launch gap")  # fmt: skip
     ap.add_argument("--lora-tokens", default=",".join(map(str, LORA_TOKENS)),
                     help="comma list of token counts for LoRA's rank-r pairs, in the order timed")  # fmt: skip
@@ -55,7 +55,8 @@ def main(argv: list[str] | None = None) -> None:
     import torch
 
     from bench.scripts.qlora_layer import document_header
-    from generator.probe.compute_bench import Clock, fp8_gemm_rows, fp8_supported, gemm_rows
+    from generator.probe.clock import Clock
+    from generator.probe.compute_bench import fp8_gemm_rows, fp8_supported, gemm_rows
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     clock, started = Clock.for_device(device), time.monotonic()

@@ -30,7 +30,7 @@ FP8_ROW = "+fp8"
 """Suffix of a layer row's variant timed with float8 Linears (`precision: fp8` in the probe's file)."""
 GEMM_BURST = "burst"
 """method.gemm_timing of a table whose GEMMs were timed in back-to-back bursts, as a step queues them (the probe
-since 2026-12-02, generator/probe/compute_bench.gemm_time)."""
+since 2026-12-02, generator/probe/clock.gemm_time)."""
 GEMM_INTERLEAVED = "interleaved"
 GEMM_TIMINGS = (GEMM_BURST, GEMM_INTERLEAVED)
 """How `probe --compute --gemm-timing` times a GEMM row on the GPU. burst: back-to-back calls (the shipped table's).

@@ -102,19 +102,12 @@ def measure(
     device: str, model: ModelSpec | None, effort: Effort = STANDARD, on_section=None, gemm_timing: str = GEMM_BURST
 ) -> dict:
     """Run every section at `effort` (on the CPU always QUICK's sizes); `on_section(name)` is called before each;
-    `gemm_timing`: compute_bench.GEMM_TIMINGS."""
+    `gemm_timing`: estimate.compute_table.GEMM_TIMINGS."""
     import torch
 
+    from generator.probe.clock import Clock
     from generator.probe.compute_attention import attention_rows
-    from generator.probe.compute_bench import (
-        Clock,
-        cast_rows,
-        fp8_gemm_rows,
-        fp8_supported,
-        gemm_rows,
-        grouped_rows,
-        hbm_rows,
-    )
+    from generator.probe.compute_bench import cast_rows, fp8_gemm_rows, fp8_supported, gemm_rows, grouped_rows, hbm_rows
     from generator.probe.compute_optimizer import optimizer_rows
 
     progress = on_section or (lambda name: None)

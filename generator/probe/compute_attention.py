@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 
 from generator.estimate.attention import flex_tile_keys
-from generator.probe.compute_bench import Clock, tf
+from generator.probe.clock import Clock, tf
 
 
 def _qkv(mb: int, heads: int, kv: int, seq: int, dim: int, device: str):

@@ -27,7 +27,7 @@ import time
 import torch
 from torch import nn
 
-from generator.probe.compute_bench import Clock
+from generator.probe.clock import Clock
 
 HIDDEN, HEADS, KV_HEADS, HEAD_DIM, INTER, TOKENS, LAYERS = 128, 4, 2, 32, 256, 64, 8
 DEPTHS = (2, 4, 6, 8)

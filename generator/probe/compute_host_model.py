@@ -22,7 +22,7 @@ import torch
 from generator.estimate.host_time import mistral_like
 from generator.model.loading import EXPERT_WIDTH_KEYS
 from generator.model.types import ModelSpec
-from generator.probe.compute_bench import Clock
+from generator.probe.clock import Clock
 from generator.probe.compute_host import (
     HEAD_DIM,
     HEADS,

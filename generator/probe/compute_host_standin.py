@@ -12,7 +12,7 @@ import time
 import torch
 from torch import nn
 
-from generator.probe.compute_bench import Clock
+from generator.probe.clock import Clock
 from generator.probe.compute_host import HEAD_DIM, HEADS, HIDDEN, INTER, KV_HEADS, LAYERS, TOKENS
 
 

@@ -40,7 +40,7 @@ from generator.estimate.attention import TRANSFORMERS_NAMES, probe_attention
 from generator.model.config_dims import expert_count
 from generator.model.loading import EXPERT_WIDTH_KEYS
 from generator.model.meta import class_attentions
-from generator.probe.compute_bench import Clock, per_layer
+from generator.probe.clock import Clock, per_layer
 from generator.probe.compute_grid import LAYER_TOKENS
 
 DEPTHS = (1, 3)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from generator.probe.compute_bench import Clock
+from generator.probe.clock import Clock
 
 OPTIMIZER_PASS_BYTES = {"adamw_fused_fp32": 28, "clip_grad_norm_fp32": 12}
 """Bytes per fp32 parameter: fused AdamW reads parameter, gradient and both moments and writes parameter and moments
