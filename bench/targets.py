@@ -62,8 +62,11 @@ WHY_VALIDATION_MISSED: dict[str, str | tuple[str, ...]] = {
         "step against 935 priced, cuDNN's masked attention 501 ms against the 401 the probe's dense-mask rows "
         "give and the GEMMs 298 against 375, and the GPU sat idle 0.2-0.3 s of each 1.13-1.23 s step behind 24 "
         "host synchronisations (TRL's per-step metrics and transformers' packed-sequence detection: "
-        "aten::nonzero and .item()), which no term models. bench/scripts/attention_layout.py times the "
-        "attention part as the probe calls it and as the layer does (Next 9 in bench/README; not yet run).",
+        "aten::nonzero and .item()), which no term models. Timed alone (bench/scripts/attention_layout.py, on "
+        "an H100 on 2026-12-06: attention-layout-h100-2026-12-06), the masked kernel ran alike as the probe "
+        "calls it and as transformers' layer does, under a causal or a block-diagonal mask (12.37-12.59 ms a "
+        "layer forward and backward at one 8,192-token row, the same cuDNN kernels): the 100 ms it ran over "
+        "its price in the step is not the layout or the mask.",
         "QLoRA (14-27% slow before 2026-12-03's fourth session): the dequantisation constant had been fitted "
         "on train.py's QLoRA rows, whose residual stream is fp32 (prepare_model_for_kbit_training), and held "
         "that stream's extra traffic and, by accident, the cost of Mixtral's 4-bit per-expert loop. Both are "
@@ -176,7 +179,11 @@ WHY_VALIDATION_MISSED: dict[str, str | tuple[str, ...]] = {
         "q/k/v/o_proj alone; the plan prints --lora-targets all-linear there): +2.3% and -4.2% now.",
         "Open, 2026-12-05: Qwen1.5-MoE-A2.7B's float8 pick -27.7% from its operators as planned, and with its "
         "own layer rows timed right after (moe-layers-qwen1.5-moe-h200-2026-12-05) both of its rows 13-15% "
-        "fast.",
+        "fast. Its own layer's host rows (on an H100, 2026-12-06: 5.89 ms a layer forward and backward under "
+        "LoRA eager, 1.43x the tiny Mistral's on the same machine; h100-x1-host-rows-qwen15moe-own-2026-12-06), "
+        "rescaled to the H200 machine, price the bf16 step's host at 0.25 s against 0.34 s of GPU work: the "
+        "host does not set these steps, and the gap is GPU time or idle the rows do not hold. Its cells need "
+        "79.6 GB (an H100's 76.4 usable is short), so their profile waits for an H200.",
         "Open, 2026-12-05 (thirteenth session, chosen and predicted before the call): Phi at transformers' "
         "default config in float8, full at 2,048 x 8 +18.6% and LoRA +14.6% fast, where its compiled bf16 "
         "full fine-tune reads -0.7% and StarCoder2's float8 LoRA +5.8%: Phi's attention is 64 wide and priced "

@@ -57,3 +57,20 @@ def test_the_nearest_measured_width_stands_in_and_a_128_wide_model_is_not_told()
     shipped = from_document(json.loads(SHIPPED.read_text()), "shipped")
     mistral = estimate(load_model("mistral-7b"), Workload(), replace(ONE, compute=shipped), "ddp")
     assert not any("head width" in n for n in mistral.notes)
+
+
+def test_flex_at_a_width_timed_only_far_from_the_document_reads_the_flash_rows_at_that_width():
+    """A flex row at the model's width but another document length does not price it, however near the 128-wide flex
+    rows are to the document: one 256-wide row at 1,024-token documents had priced filled 8,192-token rows at its
+    own rate (2.4x the flash rows' time on Gemma-2's shape)."""
+    doc = _with_wide_rows(slower=1.25)
+    wide_flash = next(r for r in doc["attention"] if r["head_dim"] == 256 and r["path"] == "sdpa_causal")
+    doc["attention"] = [r for r in doc["attention"] if not (r["head_dim"] == 256 and r["path"] == "flex")]
+    doc["attention"].append(dict(wide_flash, path="flex", seq=4096, mb=4, doc=1024, fwd_ms=9.0, fwdbwd_ms=30.0))
+    table = from_document(doc, "256-wide flash rows and one far flex row")
+    flash = attention_tflops(table, "sdpa_causal", 8192, 16, 8, head_dim=256)
+    assert attention_tflops(table, "flex", 8192, 16, 8, doc=8192, head_dim=256) == flash
+    assert attention_tflops(table, "flex", 4096, 16, 8, doc=1024, head_dim=256) != flash  # near its own document
+    assert attention_tflops(table, "flex", 8192, 32, 8, doc=8192) == attention_tflops(
+        from_document(_with_wide_rows(slower=1.25), "without the far row"), "flex", 8192, 32, 8, doc=8192
+    )  # 128 wide: its own flex rows, as before

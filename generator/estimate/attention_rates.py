@@ -38,7 +38,7 @@ def attention_tflops(
     if path == "eager":
         path = "sdpa_dense"
     doc = min(doc or seq, seq)
-    if path == "flex" and not flex_measured_near(table, doc):
+    if path == "flex" and not flex_measured_near(table, doc, head_dim):
         path = "sdpa_causal"  # one causal block per document: the flash path's tiles, at its measured rate
     rows = table.attention.get(path) or table.attention.get("sdpa_causal") or table.attention.get("sdpa_dense")
     if not rows:
@@ -98,6 +98,12 @@ train.py's flex LoRA runs with one document per 16,384-token row, DDP and FSDP2,
 bench/results/h200-x1-sweep-2026-12-01.json fit rows), and the causal flash rows, which run the same tiles, stand in."""
 
 
-def flex_measured_near(table: ComputeTable, doc: int) -> bool:
-    """Whether the table has a flex row within FLEX_DOC_REACH of this document length."""
-    return any(max(r[3], doc) <= FLEX_DOC_REACH * min(r[3], doc) for r in table.attention.get("flex", ()))
+def flex_measured_near(table: ComputeTable, doc: int, head_dim: int = ATTENTION_HEAD_DIM) -> bool:
+    """Whether the table has a flex row within FLEX_DOC_REACH of this document length at the width the rates would
+    be read from (nearest_head_dim): a row near the document at another width does not vouch for the rows at this
+    one. A 256-wide flex row timed at 1,024-token documents had priced Gemma-2's filled 8,192-token rows at its 118
+    TFLOP/s, because 128-wide rows were near the document (the H100 probe of bench/models/gemma2-default.json,
+    2026-12-06)."""
+    rows = table.attention.get("flex", ())
+    width = nearest_head_dim(rows, head_dim) if rows else head_dim
+    return any(r[4] == width and max(r[3], doc) <= FLEX_DOC_REACH * min(r[3], doc) for r in rows)
