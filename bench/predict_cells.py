@@ -2,7 +2,7 @@
 down ahead of the device call (bench/results/predicted/), so a later change to the estimator cannot move the
 prediction a held-out row was chosen with.
 
-Each cell of bench/sweep.py's CELLS matching `--only` is turned into the row its run will become (train.py's command
+Each cell of bench/sweep_grid.py's CELLS matching `--only` is turned into the row its run will become (train.py's command
 as sweep.py builds it, a placeholder measurement) and priced by bench/calibration.py's predict, the report's own
 path, with the measured bus bandwidths of bench/results/. No GPU, nothing runs.
 
@@ -22,7 +22,8 @@ from pathlib import Path
 
 from bench.calibration import measured_busbw, predict
 from bench.results_rows import RESULTS_DIR, _sweep_rows, load_files
-from bench.sweep import CELLS, select, train_command
+from bench.sweep import select, train_command
+from bench.sweep_grid import CELLS
 from bench.wires import busbw_by_wire
 
 PLACEHOLDER = {"peak_allocated_gb": 1.0, "peak_reserved_gb": 1.0, "tokens_per_s_per_gpu": 1.0}

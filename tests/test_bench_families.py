@@ -9,7 +9,7 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from bench import families, sweep
+from bench import families, sweep, sweep_grid
 from bench.calibration import predict
 from bench.holdout import VALIDATION_KEYS
 from bench.results_rows import load_rows
@@ -31,10 +31,10 @@ def test_family_cells_are_single_gpu_validation_rows_named_by_model_and_cut():
     assert all(c.steps == 40 and c.key.endswith("-n40") for c in paired)
     cut = families.MIXTRAL_FULL_L4
     assert cut.key.startswith("train.py-mixtral-8x7b-l4-g1-ddp-full-s4096-")
-    assert set(keys) <= {c.key for c in sweep.CELLS}
+    assert set(keys) <= {c.key for c in sweep_grid.CELLS}
     # they run before the two-GPU cells, so ONLY='*-g2-*' still selects only those
-    order = [c.key for c in sweep.CELLS]
-    assert max(order.index(k) for k in keys) < min(i for i, c in enumerate(sweep.CELLS) if c.gpus == 2)
+    order = [c.key for c in sweep_grid.CELLS]
+    assert max(order.index(k) for k in keys) < min(i for i, c in enumerate(sweep_grid.CELLS) if c.gpus == 2)
 
 
 def test_pick_pairs_differ_in_one_lever():

@@ -10,7 +10,7 @@ import pytest
 from bench.calibration import measured_busbw, predict
 from bench.predict_cells import main, predictions
 from bench.results_rows import RESULTS_DIR, _sweep_rows, load_files
-from bench.sweep import CELLS
+from bench.sweep_grid import CELLS
 from bench.wires import busbw_by_wire
 
 RAN = "h200-x1-families-compile-pairs-2026-12-04.json"

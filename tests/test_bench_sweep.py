@@ -13,14 +13,14 @@ from types import SimpleNamespace
 
 import pytest
 
-from bench import sweep
+from bench import sweep, sweep_grid
 from bench.calibration import predict
 from bench.results_rows import load_files, load_rows
 from bench.scripts import common, plain_loop, steplog
 from bench.scripts.common import ScriptError
 
 ROOT = Path(__file__).resolve().parents[1]
-TWO_GPU = [c for c in sweep.CELLS if c.gpus == 2]
+TWO_GPU = [c for c in sweep_grid.CELLS if c.gpus == 2]
 
 
 def _listed(only: str) -> list[str]:
@@ -60,7 +60,7 @@ def test_plan_command_asks_for_the_cells_gpus_and_global_batch(tmp_path):
     cell = next(c for c in TWO_GPU if c.key == "custom-g2-zero3-full-s4096-mb1-ckpton-sdpa-short")
     cmd = sweep.plan_command(cell, tmp_path / "z3.yaml")
     assert _flag(cmd, "--num-gpus") == "2" and _flag(cmd, "--global-batch") == "2"
-    one = sweep.plan_command(sweep.CELLS[0], tmp_path / "g1.yaml")
+    one = sweep.plan_command(sweep_grid.CELLS[0], tmp_path / "g1.yaml")
     assert _flag(one, "--num-gpus") == "1" and _flag(one, "--global-batch") == _flag(one, "--micro-batch")
     # the plan it asks for (on the reference 2x H200 machine): two processes, no accumulation
     res = subprocess.run([*cmd, "--machine", "h200-sxm-2"], cwd=ROOT, capture_output=True, text=True, timeout=60)
@@ -70,7 +70,7 @@ def test_plan_command_asks_for_the_cells_gpus_and_global_batch(tmp_path):
     assert "num_processes: 2" in (tmp_path / "z3.yaml").read_text()
 
 
-@pytest.mark.parametrize("cell", [sweep.CELLS[0], *TWO_GPU[:1]], ids=lambda c: c.key)
+@pytest.mark.parametrize("cell", [sweep_grid.CELLS[0], *TWO_GPU[:1]], ids=lambda c: c.key)
 def test_train_command_global_batch_is_micro_batch_times_gpus(cell, tmp_path):
     cmd = sweep.train_command(cell, tmp_path / "c.yaml", tmp_path / "log.jsonl", tmp_path, sweep.SHORT_DATA, tmp_path)
     assert int(_flag(cmd, "--global-batch")) == cell.micro_batch * cell.gpus
