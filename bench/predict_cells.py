@@ -2,8 +2,8 @@
 down ahead of the device call (bench/results/predicted/), so a later change to the estimator cannot move the
 prediction a held-out row was chosen with.
 
-Each cell of bench/sweep_grid.py's CELLS matching `--only` is turned into the row its run will become (train.py's command
-as sweep.py builds it, a placeholder measurement) and priced by bench/calibration.py's predict, the report's own
+Each cell of bench/sweep_grid.py's CELLS matching `--only` is turned into the row its run will become (train.py's
+command as sweep.py builds it, a placeholder measurement) and priced by bench/calibration.py's predict, the report's own
 path, with the measured bus bandwidths of bench/results/. No GPU, nothing runs.
 
     PYTHONPATH=. python bench/predict_cells.py --only 'train.py-phi-default-*' --out bench/results/predicted/x.json \\
