@@ -109,3 +109,24 @@ def test_attention_adapters_sit_in_attention_layers_only(tmp_path: Path):
     spec = _spec(tmp_path, "qwen3_next")
     assert target_layers(spec, "q") == 2 and target_layers(spec, "gate") == spec.num_layers
     assert {n for _, _, _, n in adapted_modules(spec, ALL_LINEAR)} == {2}
+
+
+@pytest.mark.parametrize(("model_type", "beside", "without"), [("falcon_h1", 32, 0), ("zamba2", 9, 45)])
+def test_a_mixer_beside_attention_is_told_apart_from_a_layer_without_attention(model_type, beside, without):
+    """Falcon-H1 runs a Mamba mixer beside the attention of every layer, Zamba2 in its shared attention blocks (the
+    config's layer_types 'hybrid'); such a layer has softmax attention, so it is not among the recurrent layers, but
+    the plan still says that the mixer's scan is not priced (it had said nothing for Falcon-H1)."""
+    from dataclasses import replace
+
+    from transformers import AutoConfig
+
+    from generator.model import load_model
+    from generator.model.config_dims import mixer_layers, recurrent_layers
+    from generator.plan.model_reasons import recurrent_reason
+
+    dims = {"layer_types": AutoConfig.for_model(model_type).layer_types}
+    assert (mixer_layers(dims), recurrent_layers(dims)) == (beside, without)
+    spec = replace(load_model("mistral-7b"), mixer_layers=beside, recurrent_layers=without)
+    lines = recurrent_reason(spec)
+    assert len(lines) == 1 + bool(without)
+    assert f"{beside} of 32 decoder layers run a recurrent mixer" in lines[0] and "scan" in lines[0]

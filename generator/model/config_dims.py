@@ -75,10 +75,22 @@ def recurrent_kind(layer_type) -> bool:
     return any(kind in str(layer_type) for kind in RECURRENT_LAYER_TYPES) or str(layer_type) in MLP_ONLY_LAYER_TYPES
 
 
+MIXER_BESIDE_ATTENTION_LAYER_TYPES = ("hybrid",)
+"""Kinds in a config's layer_types for a decoder layer that runs a recurrent mixer (Mamba) beside its softmax
+attention: every layer of Falcon-H1, the shared attention blocks of Zamba and Zamba2 (transformers 5.25)."""
+
+
 def recurrent_layers(dims: dict) -> int:
     """Decoder layers without softmax attention (ModelSpec.recurrent_layers)."""
     types = dims.get("layer_types")
     return sum(map(recurrent_kind, types)) if isinstance(types, (list, tuple)) else 0
+
+
+def mixer_layers(dims: dict) -> int:
+    """Decoder layers with softmax attention and a recurrent mixer beside it (ModelSpec.mixer_layers)."""
+    types = dims.get("layer_types")
+    kinds = MIXER_BESIDE_ATTENTION_LAYER_TYPES
+    return sum(str(t) in kinds for t in types) if isinstance(types, (list, tuple)) else 0
 
 
 def odd_layout(experts) -> list[str]:

@@ -63,7 +63,7 @@ def _spec_by_meta(config: dict, name: str, compiled: bool = True) -> ModelSpec:
     gives them (its own names for each family, the text config of a multimodal checkpoint). An MoE (issue 26): every
     parameter counts for memory, only the routed top-k share of the fused experts for compute; shared experts and
     dense layers among the sparse ones count as dense matmuls (they are not 3-D experts)."""
-    from generator.model.config_dims import expert_count, recurrent_layers
+    from generator.model.config_dims import expert_count, mixer_layers, recurrent_layers
     from generator.model.meta_cache import meta_counts
 
     if not config.get("model_type"):
@@ -131,6 +131,7 @@ def _spec_by_meta(config: dict, name: str, compiled: bool = True) -> ModelSpec:
         layer_saved=counts.saved,
         layer_ops=counts.ops,
         recurrent_layers=recurrent_layers(dims),
+        mixer_layers=mixer_layers(dims),
         expert_layers=counts.expert_blocks if experts and 0 < counts.expert_blocks < layers else None,
     )
 

@@ -152,6 +152,10 @@ class ModelSpec:
     """Decoder layers without softmax attention (Mamba, other linear attention, short convolutions, a block holding an
     MLP alone: the config's layer_types). The estimator prices every layer as an attention layer and no recurrent
     scan, and the plan says so (plan.model_reasons.recurrent_reason)."""
+    mixer_layers: int = 0
+    """Decoder layers that run a recurrent mixer (Mamba) beside their softmax attention (the config's layer_types
+    'hybrid': Falcon-H1, Zamba's shared blocks). Their mixer's projections are priced as the GEMMs they are
+    (layer_linears), its scan and convolution not; the plan says so (plan.model_reasons.recurrent_reason)."""
     qk_norm: bool = False
     """The attention normalises q and k (RMSNorm modules q_norm and k_norm in the decoder layer: Qwen3, OLMo-2,
     Gemma-3), read from the built model for architectures outside the llama family; what those norms keep for

@@ -160,19 +160,25 @@ def config_only_reason(model: ModelSpec) -> list[str]:
 
 
 def recurrent_reason(model: ModelSpec) -> list[str]:
-    """One line for a hybrid model (ModelSpec.recurrent_layers): its time is priced as if every layer were an
-    attention layer, which they are not; its memory too, unless its own blocks were counted (ModelSpec.layer_saved:
-    each kind of block, weighed by its share of the layers)."""
+    """One line for a hybrid model: layers without softmax attention (ModelSpec.recurrent_layers) are priced as if
+    they were attention layers, which they are not; its memory too, unless its own blocks were counted
+    (ModelSpec.layer_saved: each kind of block, weighed by its share of the layers). Layers that run a recurrent
+    mixer beside their attention (ModelSpec.mixer_layers) have its projections priced and its scan not."""
+    lines = []
+    if model.mixer_layers:
+        lines.append(
+            f"hybrid layers: {model.mixer_layers} of {model.num_layers} decoder layers run a recurrent mixer (Mamba) "
+            "beside their attention (the config's layer_types: hybrid); its projections are priced as GEMMs, its scan "
+            "and convolution are not, so the speed for this model is rough"
+        )
     if not model.recurrent_layers:
-        return []
+        return lines
     head = (
         f"hybrid layers: {model.recurrent_layers} of {model.num_layers} decoder layers have no softmax attention "
         "(Mamba, linear attention, convolution, or an MLP alone: the config's layer_types); "
     )
     if model.layer_saved is not None:
-        return [
-            head + "their memory is counted from the model's own blocks, but the time prices softmax attention in "
-            "every layer and no recurrent scan, so its speed for this model is rough"
-        ]
-    return [head + "the estimate prices softmax attention in every layer and no recurrent scan, so its time and memory "
-            "for this model are rough"]  # fmt: skip
+        return [*lines, head + "their memory is counted from the model's own blocks, but the time prices softmax "
+                "attention in every layer and no recurrent scan, so its speed for this model is rough"]  # fmt: skip
+    return [*lines, head + "the estimate prices softmax attention in every layer and no recurrent scan, so its time "
+            "and memory for this model are rough"]  # fmt: skip
