@@ -5,6 +5,7 @@ faster and only where it was measured (train.py, full or LoRA, DDP, an MoE with 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -87,6 +88,22 @@ def test_an_moe_without_compiled_layer_rows_is_not_compiled_by_the_planner():
     plan = make_plan(machine, unprobed, request)
     assert not plan.workload.compiled_layers
     assert not any(r.startswith("compiled layers") for r in plan.reasons)
+
+
+def test_an_moe_without_layer_rows_is_not_taken_to_float8_by_the_planner():
+    """float8 compiles the layers too, so --precision auto does not take it on an operators-only price either: the
+    unprobed Mixtral stays bf16 and eager, and the lever line says why and how to time its layers, with what
+    --precision fp8 is predicted to give; asked for, fp8 still runs there."""
+    machine = load_machine("h200-sxm-2")
+    request = PlanRequest(method="lora", seq_len=4096, num_gpus=1, liger=False, fp8_installed=True)
+    unprobed = spec_from_config({**preset_config("mixtral-8x7b"), "intermediate_size": 8192}, "mixtral-f8192")
+    plan = make_plan(machine, unprobed, request)
+    assert plan.workload.precision == "bf16" and not plan.workload.compiled_layers
+    (line,) = [r for r in plan.levers if r.startswith("fp8 not chosen")]
+    assert "priced from their operators" in line and "probe --compute --full --model mixtral-f8192" in line
+    assert "with --precision fp8" in line
+    asked = make_plan(machine, unprobed, replace(request, precision="fp8"))
+    assert asked.workload.precision == "fp8"
 
 
 def test_a_host_bound_eager_step_names_compiled_layers_only_where_the_script_has_them(capsys, tmp_path):

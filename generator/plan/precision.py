@@ -208,6 +208,12 @@ def fp8_lever(model: ModelSpec, request: PlanRequest, chosen: Row, engines: Engi
         head = f"fp8 not chosen under {strategy}: --precision auto takes it only under DDP"
     elif not fp8.fits:
         head = "fp8 not chosen: it does not fit this configuration"
+    elif fp8.layers_from_operators:
+        head = (
+            "fp8 not chosen: this MoE's float8 layers (compiled, as float8 compiles them) are priced from their "
+            "operators, which the planner does not choose on; `probe --compute --full --model "
+            f"{model.name}` times them whole"
+        )
     elif ratio < 1 + TIE_TOLERANCE:
         head = f"fp8 not chosen: not predicted faster than bf16 beyond a {TIE_TOLERANCE:.0%} tie"
     else:
