@@ -41,14 +41,10 @@ class Clock:
         """The dtype of the rows' bf16 work on this device: bf16 on a GPU; fp32 on the CPU (tests of the plumbing),
         whose bf16 matmuls are emulated on cores without AVX512-BF16 (a 64 x 128 x 256 product: 2.9 ms against
         0.09 in fp32 on the CI machine's kind, 2026-12-05), which put the CPU probe past its test's two minutes."""
-        import torch
-
         return torch.bfloat16 if self.device == "cuda" else torch.float32
 
     def autocast(self):
         """train.py's bf16 autocast on a GPU; off on the CPU (`half`)."""
-        import torch
-
         return torch.autocast(self.device, dtype=torch.bfloat16, enabled=self.device == "cuda")
 
     def skip(self, what: str, exc: BaseException) -> None:
