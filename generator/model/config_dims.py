@@ -80,17 +80,20 @@ MIXER_BESIDE_ATTENTION_LAYER_TYPES = ("hybrid",)
 attention: every layer of Falcon-H1, the shared attention blocks of Zamba and Zamba2 (transformers 5.25)."""
 
 
+def _layers_of_kind(dims: dict, accepts) -> int:
+    """How many entries of a config's layer_types `accepts` takes (none when the config has no such list)."""
+    types = dims.get("layer_types")
+    return sum(bool(accepts(t)) for t in types) if isinstance(types, (list, tuple)) else 0
+
+
 def recurrent_layers(dims: dict) -> int:
     """Decoder layers without softmax attention (ModelSpec.recurrent_layers)."""
-    types = dims.get("layer_types")
-    return sum(map(recurrent_kind, types)) if isinstance(types, (list, tuple)) else 0
+    return _layers_of_kind(dims, recurrent_kind)
 
 
 def mixer_layers(dims: dict) -> int:
     """Decoder layers with softmax attention and a recurrent mixer beside it (ModelSpec.mixer_layers)."""
-    types = dims.get("layer_types")
-    kinds = MIXER_BESIDE_ATTENTION_LAYER_TYPES
-    return sum(str(t) in kinds for t in types) if isinstance(types, (list, tuple)) else 0
+    return _layers_of_kind(dims, lambda t: str(t) in MIXER_BESIDE_ATTENTION_LAYER_TYPES)
 
 
 def odd_layout(experts) -> list[str]:
