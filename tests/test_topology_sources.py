@@ -309,3 +309,26 @@ def test_every_nvml_call_is_guarded(monkeypatch, broken, failure):
         assert "\n" not in str(exc)
         return
     assert topo.gpus and all(g.memory_gb >= 0 for g in topo.gpus)
+
+
+def test_gpu_flag_over_the_no_gpu_fallback_takes_the_named_parts_memory(monkeypatch):
+    # A laptop planning for H100s: the reference machine's H200 memory must not come along with the new name.
+    monkeypatch.setattr(detect, "run_nvidia_smi", lambda timeout_s: (None, "nvidia-smi not found"))
+    monkeypatch.setattr(detect, "_read_nvml", lambda nvml_module: (None, "NVML did not start"))
+    h200 = load_topology()
+    h100 = load_topology(gpu="H100")
+    assert h200.gpu(0).memory_gb == 150.75 and h100.gpu(0).name == "H100"
+    assert 0 < h100.gpu(0).memory_gb < 100 and any("taken as H100" in w for w in h100.warnings)
+    assert load_topology(gpu="H100", gpu_memory_gb=94).gpu(0).memory_gb == 94
+    # The same part under another spelling is not a rename: the memory read stays.
+    same = load_topology(gpu="NVIDIA H200")
+    assert same.gpu(0).memory_gb == 150.75 and not any("taken as" in w for w in same.warnings)
+
+
+def test_gpu_flag_naming_another_part_than_the_sidecar_drops_the_sidecars_memory(tmp_path):
+    (tmp_path / "box.txt").write_text(read("single-gpu.txt"))
+    (tmp_path / "box.json").write_text(json.dumps({"gpu_name": "NVIDIA A100 80GB PCIe", "memory_gb": 85.9}))
+    assert load_topology(topo_file=str(tmp_path / "box.txt")).gpu(0).memory_gb == 85.9
+    l40s = load_topology(topo_file=str(tmp_path / "box.txt"), gpu="L40S")
+    assert l40s.gpu(0).name == "L40S" and l40s.gpu(0).memory_gb < 60
+    assert load_topology(topo_file=str(tmp_path / "box.txt"), gpu="L40S", gpu_memory_gb=46).gpu(0).memory_gb == 46

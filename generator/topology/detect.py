@@ -60,21 +60,31 @@ def load_topology(
 
 
 def _with_flags(topo: Topology, flags: Hardware) -> Topology:
-    """--gpu / --gpu-memory-gb over a topology read whole (saved JSON, live detection); a named GPU whose memory is
-    still unknown takes the catalog's figure."""
+    """--gpu / --gpu-memory-gb over a topology read whole (saved JSON, live detection, the reference machine shown
+    when no GPU is found). A GPU whose memory is unknown, or renamed to another catalog part, takes the catalog's
+    figure: memory read from an H200 does not describe the H100 the user named."""
     if flags == Hardware():
         return topo
     part = find_gpu(flags.gpu_name)
     catalog_gb = (part.reported_memory_gb or part.memory_gb) if part is not None else None
-    gpus = tuple(
-        replace(
-            g,
-            name=flags.gpu_name or g.name,
-            memory_gb=flags.memory_gb or (g.memory_gb if g.memory_gb > 0 else (catalog_gb or 0.0)),
-        )
-        for g in topo.gpus
-    )
-    return replace(topo, gpus=gpus)
+
+    def memory_gb(g) -> float:
+        if flags.memory_gb:
+            return flags.memory_gb
+        if catalog_gb and (flags.renames(g.name) or g.memory_gb <= 0):
+            return catalog_gb
+        return g.memory_gb if g.memory_gb > 0 else 0.0
+
+    gpus = tuple(replace(g, name=flags.gpu_name or g.name, memory_gb=memory_gb(g)) for g in topo.gpus)
+    renamed = sorted({g.name for g in topo.gpus if flags.renames(g.name)})
+    notes = (
+        (f"--gpu {flags.gpu_name}: the {', '.join(renamed)} GPUs read from {topo.source} are taken as {part.name} "
+         f"({gpus[0].memory_gb:g} GB{' from --gpu-memory-gb' if flags.memory_gb else ' from the GPU catalog'}); "
+         "links as read",)
+        if renamed
+        else ()
+    )  # fmt: skip
+    return replace(topo, gpus=gpus, warnings=topo.warnings + notes)
 
 
 def run_nvidia_smi(timeout_s: float = SMI_TIMEOUT_S) -> tuple[str | None, str]:

@@ -28,6 +28,12 @@ class Hardware:
     p2p: bool | None = None
     """False where the driver disables PCIe peer-to-peer (GeForce cards): NCCL then goes through host memory."""
 
+    def renames(self, read_name: str | None) -> bool:
+        """Whether this GPU name (--gpu) is another catalog part than the one a source read: memory read from an H200
+        then says nothing about the H100 the user named. False where either name is unknown to the catalog."""
+        part, read = find_gpu(self.gpu_name), find_gpu(read_name)
+        return part is not None and read is not None and read != part
+
     def merged(self, other: Hardware) -> Hardware:
         """Fields of `self` win; `other` fills what `self` leaves as None."""
         known = {f.name: getattr(self, f.name) for f in fields(self)}

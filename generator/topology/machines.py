@@ -7,6 +7,7 @@ generation...). A user's `--topo-file F.txt` may have the same sidecar beside it
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -79,8 +80,11 @@ def read_sidecar(topo_path: str) -> tuple[dict | None, str | None]:
 def topology_from_text(
     text: str, source: str, meta: Any = None, meta_where: str = "", flags: Hardware | None = None
 ) -> Topology:
-    """`flags` (--gpu / --gpu-memory-gb) win over the sidecar."""
+    """`flags` (--gpu / --gpu-memory-gb) win over the sidecar; a --gpu naming another part than the sidecar's drops the
+    sidecar's memory, which the catalog then gives for the part named."""
     hw, inter = hardware_from_sidecar(meta, meta_where) if meta is not None else (Hardware(), None)
+    if flags is not None and flags.memory_gb is None and flags.renames(hw.gpu_name):
+        hw = replace(hw, memory_gb=None)
     given = flags.merged(hw) if flags is not None else hw
     return build_topology(parse_matrix(text), source, given=given, inter_node_gbps=inter)
 
