@@ -325,6 +325,13 @@ FLOAT8_LAYERNORM = (STARCODER2_FULL_FP8, STARCODER2_FULL_BF16)
 # the cheaper; the cut pair, plain and under BENCH_PROFILE, says whether the gap is in the layers and where.
 QWEN3_MOE_CUT = tuple(replace(c, layers=24) for c in (QWEN3_MOE_B[0], QWEN3_MOE_LORA_FP8))
 
+# Chosen on 2026-12-07 (twenty-sixth session), for an H100 when no H200 can be started (micro-batch 2 needs 79.6 GB):
+# Qwen1.5-MoE LoRA, eager bf16, at 4,096 x 1, beside its decoder layers' own rows timed on the same machine
+# (bench/scripts/moe_layers.py) and once under BENCH_PROFILE. On an H200 its step ran 12-14% slower than its own layer
+# rows price it; the profile's GPU-busy time against those rows says whether that is GPU work outside the rows or
+# time the host spends issuing an eager 60-expert layer.
+QWEN15_MOE_H100 = (replace(QWEN15_MOE[1], micro_batch=1),)
+
 # Chosen on 2026-12-06 (twenty-second session) before any ran, after the step's tail (clip and the optimizer's update,
 # generator/estimate/step_traffic.py tail_bytes) stopped hiding under a host-bound step's issuing: a full fine-tune
 # small enough to be host-bound and to fit 80 GB (Llama-3.2-3B, fp32 weights, eager, no checkpointing) at 1,024 x 1 and
@@ -377,6 +384,7 @@ FAMILY_CELLS: tuple[Cell, ...] = (
     *FLOAT8_LAYERNORM,
     *QWEN3_MOE_CUT,
     *TAIL_BLIND,
+    *QWEN15_MOE_H100,
 )
 
 # (the plan's default pick, its runner-up): one lever apart, measured in the same call where the budget allows.
