@@ -95,6 +95,8 @@ def test_every_part_is_reachable_and_no_fragment_is_claimed_twice():
         ("NVIDIA H100 PCIe", "H100 PCIe"),
         ("NVIDIA H100 80GB HBM3", "H100 SXM"),
         ("nvidia rtx 6000 ada generation", "RTX 6000 Ada"),
+        ("RTX4090", "GeForce RTX 4090"),  # as a user types it for --gpu
+        ("rtx-5090", "GeForce RTX 5090"),
     ],
 )
 def test_matcher_picks_the_specific_part(name, part):

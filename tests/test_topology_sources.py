@@ -323,6 +323,10 @@ def test_gpu_flag_over_the_no_gpu_fallback_takes_the_named_parts_memory(monkeypa
     # The same part under another spelling is not a rename: the memory read stays.
     same = load_topology(gpu="NVIDIA H200")
     assert same.gpu(0).memory_gb == 150.75 and not any("taken as" in w for w in same.warnings)
+    # A part the catalog lacks has no memory to take: the user is asked for it rather than handed the H200's.
+    with pytest.raises(UserError, match="--gpu-memory-gb"):
+        load_topology(gpu="Acme Matrix 9000")
+    assert load_topology(gpu="Acme Matrix 9000", gpu_memory_gb=32).gpu(0).memory_gb == 32
 
 
 def test_gpu_flag_naming_another_part_than_the_sidecar_drops_the_sidecars_memory(tmp_path):

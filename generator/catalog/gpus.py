@@ -192,7 +192,9 @@ GPUS: tuple[GpuPart, ...] = (
 
 
 def _normalise(name: str) -> str:
-    return " ".join(re.sub(r"[-_/]", " ", name.lower()).split())
+    # "RTX4090" as typed reads as "rtx 4090", as NVML spells it.
+    text = re.sub(r"(?<![a-z0-9])(rtx|gtx)(?=\d)", r"\1 ", name.lower())
+    return " ".join(re.sub(r"[-_/]", " ", text).split())
 
 
 _FRAGMENTS: tuple[tuple[re.Pattern[str], int, GpuPart], ...] = tuple(
