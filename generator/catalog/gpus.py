@@ -70,6 +70,11 @@ class GpuPart:
     figure is in binary units, so this is larger); None where no capture is at hand."""
 
     @property
+    def read_memory_gb(self) -> float:
+        """Device memory as a topology reads it (NVML's figure where cited, else the datasheet's)."""
+        return self.reported_memory_gb or self.memory_gb
+
+    @property
     def fp8(self) -> bool:
         """Tensor cores run fp8."""
         return self.architecture in FP8_ARCHITECTURES

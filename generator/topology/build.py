@@ -75,7 +75,7 @@ def resolve_hardware(raw: RawMatrix, given: Hardware) -> tuple[Hardware, list[st
         warnings.append(f"{what}: assumed {guess} for the predicted bandwidths")
     part = find_gpu(hw.gpu_name)
     if hw.memory_gb is None and part is not None:
-        hw = replace(hw, memory_gb=part.reported_memory_gb or part.memory_gb)
+        hw = replace(hw, memory_gb=part.read_memory_gb)
         warnings.append(
             f"GPU memory not given: using the GPU catalog's {hw.memory_gb:g} GB for {part.name}; "
             "pass --gpu-memory-gb N if this card differs"

@@ -66,7 +66,7 @@ def _with_flags(topo: Topology, flags: Hardware) -> Topology:
     if flags == Hardware():
         return topo
     part = find_gpu(flags.gpu_name)
-    catalog_gb = (part.reported_memory_gb or part.memory_gb) if part is not None else None
+    catalog_gb = part.read_memory_gb if part is not None else None
     if topo.source.startswith("machine:") and flags.gpu_name and part is None and not flags.memory_gb:
         # The reference machine shown when no GPU is found holds no memory figure for a part the catalog lacks.
         raise UserError(
