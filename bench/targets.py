@@ -177,13 +177,14 @@ WHY_VALIDATION_MISSED: dict[str, str | tuple[str, ...]] = {
         "eager passes hold the LayerNorms' fp32 traffic and q, k and v's three casts of their output, and the "
         "LoRA row is priced as it ran (train.py's default targets: the llama names the model has, "
         "q/k/v/o_proj alone; the plan prints --lora-targets all-linear there): +2.3% and -4.2% now.",
-        "Open, 2026-12-05: Qwen1.5-MoE-A2.7B's float8 pick -27.7% from its operators as planned, and with its "
-        "own layer rows timed right after (moe-layers-qwen1.5-moe-h200-2026-12-05) both of its rows 13-15% "
-        "fast. Its own layer's host rows (on an H100, 2026-12-06: 5.89 ms a layer forward and backward under "
-        "LoRA eager, 1.43x the tiny Mistral's on the same machine; h100-x1-host-rows-qwen15moe-own-2026-12-06), "
-        "rescaled to the H200 machine, price the bf16 step's host at 0.25 s against 0.34 s of GPU work: the "
-        "host does not set these steps, and the gap is GPU time or idle the rows do not hold. Its cells need "
-        "79.6 GB (an H100's 76.4 usable is short), so their profile waits for an H200.",
+        "Qwen1.5-MoE-A2.7B (2026-12-05; its float8 pick -27.7% from its operators as planned, then both rows "
+        "13-15% fast from its own layer rows, moe-layers-qwen1.5-moe-h200-2026-12-05), fixed on 2026-12-07 from "
+        "peft's source, fitted on no row: peft adapts gate_proj, up_proj and down_proj by name on its shared "
+        "expert's Linears (qwen2_moe's names are not moved onto the fused experts), 3 of the 7 adapters a layer "
+        "and 58% of their width, which the estimate priced on the memory side only (estimate.lora_saved) and left "
+        "out of the adapters' GEMMs, passes, host time and states (estimate.states.moe_mlp_linears_adapted; "
+        "tests/test_estimate_lora_moe.py checks the count against peft's). bf16 +12.5% -> +1.4%, float8 +15.9% "
+        "-> +10.4%.",
         "Open, 2026-12-05 (thirteenth session, chosen and predicted before the call): Phi at transformers' "
         "default config in float8, full at 2,048 x 8 +18.6% and LoRA +14.6% fast, where its compiled bf16 "
         "full fine-tune reads -0.7% and StarCoder2's float8 LoRA +5.8%: Phi's attention is 64 wide and priced "
