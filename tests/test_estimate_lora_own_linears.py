@@ -18,7 +18,7 @@ from bench.scripts.saved_audit import FAMILIES, WIDTHS, count_one  # noqa: E402
 FAMILIES_OWN = ["phi3", "gpt_neox", "gpt2", "starcoder2", "gpt_bigcode", "bloom", "qwen3"]
 
 
-@pytest.mark.parametrize("model_type", [*FAMILIES_OWN, "qwen3_moe", "gpt_oss"])  # an MoE's attention adapted by name
+@pytest.mark.parametrize("model_type", [*FAMILIES_OWN, "qwen3_moe", "gpt_oss", "qwen2_moe"])  # MoEs: by name
 def test_a_lora_layer_keeps_what_it_is_priced_at(tmp_path: Path, model_type):
     row = count_one(model_type, FAMILIES[model_type], tmp_path, method="lora")
     assert 0.99 <= row["priced_over_counted"] <= 1.01, row

@@ -60,6 +60,8 @@ FAMILIES = {
     "qwen3_moe": {"moe_intermediate_size": 256, "num_key_value_heads": 2, "num_experts": 4, "head_dim": 32,
                   "num_experts_per_tok": 2},
     "olmoe": {"intermediate_size": 256, "num_key_value_heads": 2, "num_experts": 4, "num_experts_per_tok": 2},
+    "qwen2_moe": {"intermediate_size": 512, "moe_intermediate_size": 128, "shared_expert_intermediate_size": 384,
+                  "num_key_value_heads": 2, "num_experts": 4, "num_experts_per_tok": 2},
     "gpt_oss": {"intermediate_size": 256, "num_key_value_heads": 2, "num_local_experts": 4, "head_dim": 32},
 }  # fmt: skip
 """Model type -> what its tiny config adds to WIDTHS (MLP width, kv heads, head width, experts). Not DeepSeek's MLA:

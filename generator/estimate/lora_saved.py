@@ -3,7 +3,6 @@ inputs no longer kept, the adapters' own input copies and rank-r outputs, dropou
 
 from __future__ import annotations
 
-from generator.catalog.peft_moe import mlp_names_reach_linears
 from generator.estimate.layer_saved import head_norm_bytes, o_proj_input_bytes
 from generator.estimate.moe import shared_mlp
 from generator.estimate.states import (
@@ -12,6 +11,7 @@ from generator.estimate.states import (
     adapted_modules,
     adapted_targets,
     linear_dims,
+    moe_mlp_linears_adapted,
     own_linears_adapted,
     target_layers,
 )
@@ -43,8 +43,9 @@ def lora_saved_delta_per_token(
     the scaling multiply by a Python float and the adds keep nothing, dropout is off.
     CPU count (tests/test_estimate_lora_saved.py: a 4-layer Mistral, h 256, F 896, GQA 8/2, seq 512, r 16, bf16, a
     window mask): 14,600 bytes per token and layer besides weights and the mask bias; the formula with this term
-    14,560 (the rest: SDPA's fp32 log-sum-exp and RMSNorm's rstd), without it 13,312. MoE experts are not adapted
-    (only q, k, v and o count there).
+    14,560 (the rest: SDPA's fp32 log-sum-exp and RMSNorm's rstd), without it 13,312. An MoE's routed experts are not
+    adapted: its attention's q, k, v and o are, and the Linears the MLP names reach (a shared expert's gate, up and
+    down: states.moe_mlp_linears_adapted; Qwen2-MoE's counted in tests/test_estimate_lora_own_linears.py).
     `compiled` (each decoder layer under torch.compile, as fp8 runs): the casts are traced, so the graph saves one bf16
     copy per distinct input, not one per adapter: q, k and v share one, gate and up another (2 x 3h bytes per token
     and layer fewer; measured 12.5 GB less at 16,384 tokens on Mistral-7B, the formula 12.9: bench/REPORT.md).
@@ -79,10 +80,14 @@ def lora_saved_delta_per_token(
     shared, _ = shared_mlp(model)
     if shared:  # its frozen down keeps none
         counted += 2 * shared
-    if shared and mlp_names_reach_linears(model.model_type):  # peft adapts a shared expert's gate, up, down by name
-        mlp = {"gate": h, "up": h, "down": shared}
-        kept = {_target_copy(model, t, sharing, counted=False): mlp[t] for t in ("gate", "up", "down") if t in targets}
-        adapted += sum(2 * w for w in kept.values()) + 2 * lora_r * sum(t in targets for t in mlp)
+    # the MoE's Linears peft adapts by the MLP names (a shared expert's gate, up, down), each keeping its input copy
+    # (gate and up one between them, compiled) in the share of layers holding it, and lora_A's output
+    kept: dict[tuple[str, int], float] = {}
+    for name, a, _, n in moe_mlp_linears_adapted(model, targets):
+        copy = _target_copy(model, name.rsplit(".", 1)[-1].removesuffix("_proj"), sharing, counted=False)
+        kept[(copy, n)] = 2 * a * n / model.num_layers
+        adapted += 2 * lora_r * n / model.num_layers
+    adapted += sum(kept.values())
     frozen_norms = 0 if liger else 2 * r * h
     frozen_norms += head_norm_bytes(model, liger) - head_norm_bytes(model, liger, frozen=True)
     return float(adapted - counted - frozen_norms)
