@@ -61,7 +61,7 @@ def _topology(args):
         if explicit:
             raise
         return None
-    if not explicit and topo.source.startswith("machine:"):
+    if not explicit and topo.from_catalog:
         return None  # no GPU detected: detection fell back to a bundled reference machine
     return topo
 

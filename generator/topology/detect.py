@@ -67,7 +67,7 @@ def _with_flags(topo: Topology, flags: Hardware) -> Topology:
         return topo
     part = find_gpu(flags.gpu_name)
     catalog_gb = part.read_memory_gb if part is not None else None
-    if topo.source.startswith("machine:") and flags.gpu_name and part is None and not flags.memory_gb:
+    if topo.from_catalog and flags.gpu_name and part is None and not flags.memory_gb:
         # The reference machine shown when no GPU is found holds no memory figure for a part the catalog lacks.
         raise UserError(
             f"--gpu {flags.gpu_name!r} is not in the GPU catalog and no GPU was detected to read its memory from: "

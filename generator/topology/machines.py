@@ -16,7 +16,7 @@ from generator.errors import UserError
 from generator.topology.build import build_topology
 from generator.topology.hardware import Hardware
 from generator.topology.smi_text import parse_matrix
-from generator.topology.types import Topology
+from generator.topology.types import MACHINE_SOURCE, Topology
 
 REFERENCE_MACHINES: dict[str, str] = {
     "h200-sxm-2": "2x H200 SXM 141 GB over NVSwitch (NV18): the measured machine, real nvidia-smi capture",
@@ -95,4 +95,4 @@ def load_machine(name: str) -> Topology:
     folder = resources.files("generator").joinpath("machines")
     text = folder.joinpath(f"{name}.txt").read_text(encoding="utf-8")
     meta = json.loads(folder.joinpath(f"{name}.json").read_text(encoding="utf-8"))
-    return topology_from_text(text, f"machine:{name}", meta, f"machine {name}")
+    return topology_from_text(text, f"{MACHINE_SOURCE}{name}", meta, f"machine {name}")

@@ -43,6 +43,10 @@ class Link:
     """Peer-to-peer status when known (NVML / `topo -p2p`); None when unknown."""
 
 
+MACHINE_SOURCE = "machine:"
+"""Topology.source's prefix for a bundled catalog machine's topology (generator/machines/)."""
+
+
 @dataclass(frozen=True)
 class Topology:
     gpus: tuple[Gpu, ...]
@@ -65,6 +69,12 @@ class Topology:
         if i == j:
             raise ValueError("a GPU has no link to itself")
         return self.links[(i, j) if i < j else (j, i)]
+
+    @property
+    def from_catalog(self) -> bool:
+        """A bundled catalog machine's topology (`--machine`, or the reference machine shown when no GPU is detected),
+        not one read from this machine's GPUs or from a file: it holds no measured memory or links of this machine."""
+        return self.source.startswith(MACHINE_SOURCE)
 
     @property
     def indices(self) -> tuple[int, ...]:

@@ -71,7 +71,7 @@ def check_trial_device(args, topology) -> None:
     """GPU trials need GPUs: with none detected (the plan fell back to a reference machine) the trials would only fail
     one by one, so refuse before running any."""
     explicit = getattr(args, "topo_file", None) or getattr(args, "machine", None)
-    if args.trial_device == "cuda" and not explicit and topology.source.startswith("machine:"):
+    if args.trial_device == "cuda" and not explicit and topology.from_catalog:
         raise UserError(
             "--trial measures on this machine's GPUs and no NVIDIA GPU was detected here; run it on the GPU machine, "
             "or pass --trial-device cpu to exercise the trial over gloo"
