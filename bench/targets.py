@@ -211,8 +211,10 @@ WHY_VALIDATION_MISSED: dict[str, str | tuple[str, ...]] = {
         "Cut to 24 layers on an H100 (h100-x1-qwen3-cut-2026-12-06, unscored) the pair did not reproduce the "
         "gap: 2,048 x 2 ran 121 ms a step and 4,096 x 1 129 (the same tokens), and profiled the GPU was busy "
         "114 and 122 ms of them, 8-9% above the table's price scaled to that card, with the host ahead of "
-        "the GPU at each step's end (16-24 ms waiting in cudaDeviceSynchronize). A profile of the whole "
-        "model's step on an H200 is next.",
+        "the GPU at each step's end (16-24 ms waiting in cudaDeviceSynchronize). Its layer timed compiled on an "
+        "H100 (2026-12-07, h100-x1-fp8-layer-rows-qwen3moe-*) ran float8 1.06x slower than bf16 at 2,048 x 2 "
+        "and level at 4,096 x 1 (its experts are not Linears): float8's price is not the miss, and its 4,096 "
+        "float8 row reads as its compiled bf16 twin. A profile of the whole model's step on an H200 is next.",
     ),
     "peak allocated within 5%": (
         "Mixtral-8x7B cut to 8 layers, LoRA in float8 (+17% before, -0.4% now): a compiled decoder layer keeps "
