@@ -183,8 +183,8 @@ WHY_VALIDATION_MISSED: dict[str, str | tuple[str, ...]] = {
         "expert's Linears (qwen2_moe's names are not moved onto the fused experts), 3 of the 7 adapters a layer "
         "and 58% of their width, which the estimate priced on the memory side only (estimate.lora_saved) and left "
         "out of the adapters' GEMMs, passes, host time and states (estimate.states.moe_mlp_linears_adapted; "
-        "tests/test_estimate_lora_moe.py checks the count against peft's). bf16 +12.5% -> +1.4%, float8 +15.9% "
-        "-> +10.4%: its float8 lever is priced from the operators, and with an H100's float8 layer row standing "
+        "tests/test_estimate_lora_own_linears.py checks the count against peft's). bf16 +12.5% -> +1.4%, float8 "
+        "+15.9% -> +10.4%: its float8 lever is priced from the operators, and with an H100's float8 layer row standing "
         "in (h100-x1-fp8-layer-rows-qwen15moe-2026-12-07) it reads +5.5%; the H200's own row is bench/README "
         "Next 5.",
         "Open, 2026-12-05 (thirteenth session, chosen and predicted before the call): Phi at transformers' "

@@ -24,24 +24,47 @@ def test_a_lora_layer_keeps_what_it_is_priced_at(tmp_path: Path, model_type):
     assert 0.99 <= row["priced_over_counted"] <= 1.01, row
 
 
-@pytest.mark.parametrize("model_type", FAMILIES_OWN)
-def test_adapter_parameters_are_what_peft_trains(tmp_path: Path, model_type):
+def _spec_and_trained(tmp_path: Path, model_type: str, targets):
+    """The planner's spec of a tiny `model_type` and the parameters peft trains on it at rank 8 with `targets`
+    (peft's spelling, or a callable giving them from the built model)."""
     import json
 
     from peft import LoraConfig, get_peft_model
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    from generator.estimate.scripts import ALL_LINEAR
-    from generator.estimate.states import lora_params, own_linears_adapted
     from generator.model import load_model
 
     config = AutoConfig.for_model(model_type, **WIDTHS, **FAMILIES[model_type])
     (tmp_path / "config.json").write_text(json.dumps({**config.to_dict(), "model_type": model_type}, default=str))
     spec = load_model(str(tmp_path), compiled=False)
-    model = get_peft_model(
-        AutoModelForCausalLM.from_config(config),
-        LoraConfig(r=8, target_modules="all-linear", task_type="CAUSAL_LM"),
-    )
-    trained = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    model = AutoModelForCausalLM.from_config(config)
+    targets = targets(model) if callable(targets) else targets
+    model = get_peft_model(model, LoraConfig(r=8, target_modules=targets, task_type="CAUSAL_LM"))
+    return spec, sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+@pytest.mark.parametrize("model_type", FAMILIES_OWN)
+def test_adapter_parameters_are_what_peft_trains(tmp_path: Path, model_type):
+    from generator.estimate.scripts import ALL_LINEAR
+    from generator.estimate.states import lora_params, own_linears_adapted
+
+    spec, trained = _spec_and_trained(tmp_path, model_type, "all-linear")
     assert lora_params(spec, 8, ALL_LINEAR) == trained
     assert own_linears_adapted(spec) == (model_type != "qwen3")  # Qwen3 has the seven names
+
+
+@pytest.mark.parametrize("model_type", ["mixtral", "qwen3_moe", "olmoe", "qwen2_moe"])
+def test_an_moe_s_default_targets_price_the_adapters_peft_trains(tmp_path: Path, model_type):
+    """train.py's default targets on a mixture of experts: peft 0.21 matches gate_proj, up_proj and down_proj on every
+    Linear so named unless it moves them onto fused experts (train.py then leaves them out), so Qwen2-MoE's shared
+    expert takes three adapters a layer beside the attention's four (estimate.states.moe_mlp_linears_adapted); priced
+    without them, Qwen1.5-MoE's LoRA steps read 12-16% fast on one H200 (bench/README, twenty-seventh session)."""
+    from generator.estimate.states import LORA_TARGETS, lora_params
+    from training.args import DEFAULT_LORA_TARGETS
+    from training.model import experts_kept_off, linear_targets
+
+    def default_targets(model):
+        return experts_kept_off(model, linear_targets(model, DEFAULT_LORA_TARGETS.split(",")))[0]
+
+    spec, trained = _spec_and_trained(tmp_path, model_type, default_targets)
+    assert lora_params(spec, 8, LORA_TARGETS) == trained

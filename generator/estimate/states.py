@@ -103,8 +103,8 @@ def moe_mlp_linears_adapted(model: ModelSpec, targets: tuple[str, ...]) -> tuple
     """An MoE's Linears that the llama MLP targets reach by name, at their own widths (ModelSpec.layer_linears): peft
     matches gate_proj, up_proj and down_proj on every Linear so named, so where it does not move those names onto the
     fused routed experts (catalog.peft_moe) it adapts the shared expert's (Qwen1.5-MoE's shared_expert: 3 of its 7
-    adapters a layer, 58% of their width, checked with peft 0.21 by tests/test_estimate_lora_moe.py); none where the
-    experts are fused tensors and no Linear has those names (Mixtral)."""
+    adapters a layer, 58% of their width, checked with peft 0.21 by tests/test_estimate_lora_own_linears.py); none
+    where the experts are fused tensors and no Linear has those names (Mixtral)."""
     if not model.num_experts or not mlp_names_reach_linears(model.model_type):
         return ()
     leaves = {f"{t}_proj" for t in targets if t in MOVED_NAMES}
