@@ -72,3 +72,35 @@ def test_a_float8_layer_keeps_what_its_count_says(tmp_path: Path):
     assert saved.compiled_fp8 < 0.9 * saved.compiled  # the inputs kept cast: what the bf16 count would over-price
     assert _real_per_token(config, trained=False) == pytest.approx(saved.compiled_frozen, rel=0.03)
     assert saved.shared_inputs == (("mlp.fc1", "self_attn.k_proj", "self_attn.q_proj", "self_attn.v_proj"),)
+
+
+def test_the_probe_converts_what_train_py_converts_under_lora():
+    """The probe's float8 conversion (model.compiled_count.to_float8, which the estimator's package uses because it
+    does not import training/) takes the same Linears as train.py's filter on a LoRA model: the frozen base Linears,
+    never peft's rank-r adapters, whose widths (rank 16) are float8-aligned too."""
+    from peft import LoraConfig, get_peft_model
+    from torchao.float8.float8_linear import Float8Linear
+    from transformers import AutoModelForCausalLM
+
+    from generator.model.compiled_count import to_float8
+    from training.precision import fp8_filter
+
+    def lora_model():
+        torch.manual_seed(0)
+        model = AutoModelForCausalLM.from_config(_config("llama"), attn_implementation="sdpa")
+        lora = LoraConfig(r=16, lora_alpha=32, target_modules=["q_proj", "v_proj", "down_proj"], task_type="CAUSAL_LM")
+        return get_peft_model(model, lora).base_model.model
+
+    probe, trained = lora_model(), lora_model()
+    to_float8(probe.get_decoder())
+    from torchao.float8 import convert_to_float8_training
+
+    convert_to_float8_training(trained, module_filter_fn=fp8_filter)
+
+    def converted(module) -> set[str]:
+        return {name for name, m in module.named_modules() if isinstance(m, Float8Linear)}
+
+    expected = {name.removeprefix("model.") for name in converted(trained)}
+    assert any(".base_layer" in name for name in expected)
+    assert not any("lora_" in name for name in expected)
+    assert converted(probe.get_decoder()) == expected

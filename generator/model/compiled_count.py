@@ -152,7 +152,8 @@ def to_float8(module):
     from generator.catalog.gpus import fp8_aligned
 
     def takes(m, fqn: str) -> bool:  # train.py's filter (training/precision.fp8_filter) on a decoder block
-        return isinstance(m, torch.nn.Linear) and fp8_aligned(m.in_features, m.out_features)
+        adapter = any(part.startswith("lora_") for part in fqn.split("."))  # peft's lora_A / lora_B stay bf16
+        return isinstance(m, torch.nn.Linear) and not adapter and fp8_aligned(m.in_features, m.out_features)
 
     return convert_to_float8_training(module, config=Float8LinearConfig(), module_filter_fn=takes)
 

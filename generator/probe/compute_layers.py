@@ -137,16 +137,18 @@ def float8_linears(body) -> int:
 
 def layer_seconds(
     clock: Clock, cfg: dict, variant: str, tokens: tuple[int, int], compiled: bool = False, fp8: bool = False,
-    weights=None, inspect=None,
+    weights=None, inspect=None, adapters=None,
 ) -> tuple[tuple[float, ...], dict]:  # fmt: skip
     """Per layer (forward, forward + backward, checkpointed) seconds and the widths keying the row; `fp8`: with
     train.py's float8 Linears; `weights`: their dtype (default weights_dtype's), run under bf16 autocast where fp32
-    or float8; `inspect(both)` is called once at the deeper depth (bench/scripts/fp8_layer_rows.py profiles it)."""
+    or float8; `inspect(both)` is called once at the deeper depth (bench/scripts/fp8_layer_rows.py profiles it);
+    `adapters(model) -> model` adds LoRA adapters before float8 and compile take the layer, as train.py orders them,
+    and the layer then runs under bf16 autocast as train.py's LoRA step does (bench/scripts/lora_layer_gap.py)."""
     from transformers import AutoModelForCausalLM
 
     cpu = clock.device != "cuda"
     weights = weights or weights_dtype(variant, fp8)
-    autocast = fp8 or weights == torch.float32
+    autocast = fp8 or weights == torch.float32 or adapters is not None
     times: dict[int, tuple[float, float, float]] = {}
     for depth in DEPTHS:
         config = layer_config(cfg, depth, cpu)
@@ -158,8 +160,10 @@ def layer_seconds(
             model = AutoModelForCausalLM.from_config(
                 config, dtype=weights, attn_implementation=attn_implementation(config, not cpu)
             )
+        model.get_decoder().requires_grad_(variant == "full")
+        if adapters is not None:  # peft leaves only its adapters trainable
+            model = adapters(model)
         body = model.get_decoder().train()
-        body.requires_grad_(variant == "full")
         if fp8 and not float8_linears(body):
             raise ValueError("no decoder Linear float8 takes (dims not multiples of 16)")
         if compiled:  # train.py's regional compile; the clock's warm-up calls pay the compile
