@@ -17,7 +17,9 @@ elementwise_scale (estimate.compute_time: what counting the elementwise ops' byt
 launch gaps between small kernels, reductions below streaming bandwidth) on the single-GPU full fine-tunes in eager
 bf16; then the terms of generator/estimate/step_traffic.py and timing.py that were fitted on residuals of the former
 compute term, refitted on their own rows on top of the new one (LoRA adapter bytes, QLoRA dequantisation bytes,
-DeepSpeed ZeRO-1/2 and ZeRO-3 overheads, the compiled layers' adapter share).
+DeepSpeed ZeRO-1/2 and ZeRO-3 overheads); last, on no step row, the compiled layers' adapter share, on compiled
+decoder layers timed with and without train.py's adapters (bench/scripts/lora_layer_gap.py --compiled; minimax on the
+adapters' price per layer, step_traffic.adapter_s, each on its own card).
 
 The provisional table (until the measured one exists) spreads the estimator's former constants over the probe's
 grid: GEMMs at PROVISIONAL_GEMM_EFFICIENCY of the catalog's dense bf16 peak (float8 x FP8_GEMM_SPEEDUP), attention at
@@ -31,16 +33,19 @@ import json
 import sys
 from contextlib import contextmanager
 from datetime import datetime, timezone
+from itertools import product
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.calibration import measured_busbw, placement  # noqa: E402
-from bench.results_rows import load_files, load_rows  # noqa: E402
+from bench.results_rows import RESULTS_DIR, load_files, load_rows  # noqa: E402
 from generator.catalog.gpus import find_gpu  # noqa: E402
 from generator.estimate import compute_source  # noqa: E402
 from generator.estimate.compute_table import from_document  # noqa: E402
+from generator.estimate.scripts import ALL_LINEAR  # noqa: E402
+from generator.estimate.states import named_targets  # noqa: E402
 from generator.model import load_model  # noqa: E402
 from generator.probe import compute_grid as grid  # noqa: E402
 
@@ -141,10 +146,6 @@ def zero3_rows(rows: list) -> list:
     return [r for r in rows if _ok(r) and r.strategy == "zero3"]
 
 
-def compiled_lora_rows(rows: list) -> list:
-    return [r for r in rows if _ok(r) and r.method == "lora" and r.compiled_layers and r.precision == "bf16"]
-
-
 def fp8_rows(rows: list) -> list:
     """train.py --precision fp8 (every decoder layer compiled, torchao's float8 Linears): where the float8 casts run
     inside compiled graphs, fused with their neighbours, not as the probe's standalone compiled cast."""
@@ -158,11 +159,60 @@ FITS = (
     ("qlora_dequant_bytes_per_param", qlora_rows, 100.0),
     ("deepspeed_overhead_s_per_bparam", zero12_rows, 0.1),
     ("zero3_overhead_s_per_pass_per_bparam", zero3_rows, 0.1),
-    ("compiled_adapter_fused", compiled_lora_rows, 1.0),
 )
 """Fitted in this order, each with the ones before it held: (fit.json key, its rows, upper bound of the search). The
 first is the operator model's own; the others were fitted on residuals of the former compute term
 (generator/estimate/timing.py says which rows), so they are refitted on the same rows on top of the new one."""
+ADAPTER_GAP_GLOB = "*-lora-layer-gap-*.json"
+"""bench/scripts/lora_layer_gap.py --compiled files: one decoder layer compiled as train.py compiles it, bf16 and with
+train.py's float8 Linears, timed with and without train.py's adapters by the probe's own timing."""
+ADAPTER_PAIRS = (("compiled_row", "compiled_lora"), ("fp8_row", "fp8_lora"))
+
+
+def adapter_gap_rows(results: Path = RESULTS_DIR) -> list[dict]:
+    """What the adapters added to a compiled layer, per layer (ms), from each file's pairs of rows at one shape."""
+    out = []
+    for path in sorted(results.glob(ADAPTER_GAP_GLOB)):
+        doc = json.loads(path.read_text())
+        rows = {(r["variant"], r["mb"], r["seq"]): r for r in doc.get("rows", [])}
+        for (plain, lora), (mb, seq) in product(ADAPTER_PAIRS, sorted({(mb, seq) for _, mb, seq in rows})):
+            if (plain, mb, seq) not in rows or (lora, mb, seq) not in rows:
+                continue
+            ms = rows[(lora, mb, seq)]["fwdbwd_ms_per_layer"] - rows[(plain, mb, seq)]["fwdbwd_ms_per_layer"]
+            out.append({"file": path.name, "model": doc["model"], "device": doc["device"], "mb": mb, "seq": seq,
+                        "precision": "fp8" if plain.startswith("fp8") else "bf16",
+                        "targets": doc.get("lora_targets"), "measured_ms": ms})  # fmt: skip
+    return out
+
+
+def _adapter_errors(gaps: list[dict], table, values: dict) -> dict[str, float]:
+    """Row label -> error (%) of the step's adapter price (step_traffic.adapter_s, per layer, on the row's card: the
+    table scaled by the catalog) against what the adapters added to the compiled layer."""
+    from generator.estimate.compute_source import scaled_to
+    from generator.estimate.step_traffic import adapter_s
+    from generator.estimate.types import Workload
+
+    out = {}
+    with constants(values):
+        for g in gaps:
+            spec = load_model(g["model"] if not g["model"].startswith("bench/") else str(ROOT / g["model"]))
+            # train.py's default names adapt only the llama names a model has (bench/row.py lora_by_name)
+            targets = ALL_LINEAR if g["targets"] == "all-linear" else named_targets(spec, ALL_LINEAR)
+            workload = Workload(method="lora", seq_len=g["seq"], micro_batch=g["mb"], precision=g["precision"],
+                                grad_checkpointing=False, compiled_layers=True, load_dtype="bf16",
+                                lora_targets=targets)  # fmt: skip
+            priced = adapter_s(scaled_to(table, g["device"]), spec, workload) * 1e3 / spec.num_layers
+            label = f"{g['file']}: {Path(g['model']).stem} {g['precision']} {g['mb']}x{g['seq']}"
+            out[label] = 100 * (priced / g["measured_ms"] - 1)
+    return out
+
+
+STEP_OBJECTIVE = "minimax |predicted/measured tokens/s - 1| over the rows"
+ADAPTER_FUSED = "compiled_adapter_fused"
+ADAPTER_OBJECTIVE = (
+    "minimax |priced/measured adapters' ms per layer - 1| over compiled layers timed with and without train.py's "
+    "adapters (bench/scripts/lora_layer_gap.py --compiled), each on its own card (the table scaled by the catalog)"
+)
 
 
 @contextmanager
@@ -190,13 +240,13 @@ def _errors(rows, busbw, table, values: dict) -> dict[str, float]:
     return out
 
 
-def fit_constant(name: str, rows, busbw, table, others: dict, hi: float) -> tuple[float, dict]:
-    """Minimax over `rows` of |predicted / measured tokens/s - 1| for the constant `name` in [0, hi]. Each row's
-    error falls monotonically as the constant (a cost) grows, so the worst one is unimodal: golden-section search on
-    the real estimates."""
+def fit_constant(name: str, errors, hi: float) -> float:
+    """Minimax of |errors(value)| over its rows for the constant `name` in [0, hi], `errors(value)` giving each row's
+    error (%). Each row's error moves monotonically with the constant (a cost, or a share of one taken away), so the
+    worst one is unimodal: golden-section search on the real estimates."""
 
     def worst(c):
-        return max(abs(v) for v in _errors(rows, busbw, table, {**others, name: c}).values())
+        return max(abs(v) for v in errors(c).values())
 
     lo, top = 0.0, hi
     g = (5**0.5 - 1) / 2
@@ -211,8 +261,7 @@ def fit_constant(name: str, rows, busbw, table, others: dict, hi: float) -> tupl
             lo, a, fa = a, b, fb
             b = lo + g * (top - lo)
             fb = worst(b)
-    best = (lo + top) / 2
-    return best, _errors(rows, busbw, table, {**others, name: best})
+    return (lo + top) / 2
 
 
 SUPPLEMENT_SHAPES = {
@@ -325,21 +374,24 @@ def main(argv: list[str] | None = None) -> int:
     rows, busbw = load_rows(files), measured_busbw(files)
     fit: dict = {}
     values: dict = {}
-    for name, select, hi in FITS:
-        chosen = select(rows)
+    steps = [(name, hi, select(rows), STEP_OBJECTIVE) for name, select, hi in FITS]
+    for name, hi, chosen, objective in [*steps, (ADAPTER_FUSED, 1.0, adapter_gap_rows(), ADAPTER_OBJECTIVE)]:
         if not chosen:
             print(f"{name}: no rows, left at the estimator's default")
             continue
-        value, errors = fit_constant(name, chosen, busbw, table, values, hi)
-        value = float(f"{value:.4g}")
-        errors = _errors(chosen, busbw, table, {**values, name: value})
+        if name == ADAPTER_FUSED:
+            errors_at = lambda c, n=name, g=chosen: _adapter_errors(g, table, {**values, n: c})  # noqa: E731
+        else:
+            errors_at = lambda c, n=name, r=chosen: _errors(r, busbw, table, {**values, n: c})  # noqa: E731
+        value = float(f"{fit_constant(name, errors_at, hi):.4g}")
+        errors = errors_at(value)
         values[name] = value
         print(f"{name} = {value:.4g} (minimax on {len(chosen)} fit rows)")
         for label, err in sorted(errors.items()):
             print(f"  {err:+6.1f}%  {label}")
         fit[name] = {
             "value": value,
-            "objective": "minimax |predicted/measured tokens/s - 1| over the rows",
+            "objective": objective,
             "rows": sorted(errors),
             "errors_pct": {k: round(v, 2) for k, v in sorted(errors.items())},
         }

@@ -12,9 +12,21 @@ def test_the_committed_fit_is_what_the_script_fits(capsys):
     assert fit_compute.main(["--check"]) == 0
     out = capsys.readouterr().out
     fit = json.loads(FIT.read_text())
-    for name, _, _ in fit_compute.FITS:
+    for name in [*(name for name, _, _ in fit_compute.FITS), fit_compute.ADAPTER_FUSED]:
         if name in fit:
             assert f"{name} = {fit[name]['value']:.4g} " in out, name
+
+
+def test_the_compiled_adapter_share_is_fitted_on_layer_pairs_of_both_precisions():
+    """compiled_adapter_fused cites no step: each of its rows is one compiled layer timed with and without train.py's
+    adapters at one shape, and both bf16 and float8 pairs are there (a float8 LoRA step prices its adapters so too)."""
+    gaps = fit_compute.adapter_gap_rows()
+    fit = json.loads(FIT.read_text())[fit_compute.ADAPTER_FUSED]
+    labels = {f"{g['file']}: " for g in gaps}
+    assert len(fit["rows"]) == len(gaps) and all(any(r.startswith(x) for x in labels) for r in fit["rows"])
+    assert {g["precision"] for g in gaps} == {"bf16", "fp8"}
+    assert all(g["measured_ms"] > 0 and g["targets"] for g in gaps)
+    assert 0.0 < fit["value"] < 1.0  # at a bound it would be carrying something else, as the step fit's 1.0 did
 
 
 def test_every_fitted_constant_cites_fit_rows_only():

@@ -41,8 +41,7 @@ def priced_ms(model: str, gpu: str, variant: str, mb: int, seq: int) -> dict[str
     for precision in ("bf16", "fp8"):
         workload = Workload(method=method, seq_len=seq, micro_batch=mb, precision=precision, grad_checkpointing=False,
                             compiled_layers=True, load_dtype=load)  # fmt: skip
-        out[precision] = (ct._gemm_s(table, spec, workload, 1, ops.is_decoder_base),
-                          ct._fp8_cast_s(table, spec, workload, 1))  # fmt: skip
+        out[precision] = (ct.gemms_s(table, spec, workload, ops.is_decoder_base), ct.fp8_casts_s(table, spec, workload))
     per_layer = 1e3 / spec.num_layers
     gemm = (out["fp8"][0] - out["bf16"][0]) * per_layer
     cast = (out["fp8"][1] - out["bf16"][1]) * per_layer

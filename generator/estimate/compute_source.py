@@ -48,7 +48,11 @@ def fitted(name: str, default: float) -> float:
 
 @cache
 def _for_gpu(gpu_name: str) -> ComputeTable:
-    base = shipped_table()
+    return scaled_to(shipped_table(), gpu_name)
+
+
+def scaled_to(base: ComputeTable, gpu_name: str) -> ComputeTable:
+    """`base` as it prices `gpu_name`: itself on its own GPU, else scaled by the catalog's peak and bandwidth."""
     here, there = find_gpu(gpu_name), find_gpu(base.gpu)
     if here is not None and there is not None and here.name == there.name:
         return base

@@ -80,6 +80,17 @@ def _gemm_s(table: ComputeTable, model: ModelSpec, workload: Workload, fwd: int,
     return total
 
 
+def gemms_s(table: ComputeTable, model: ModelSpec, workload: Workload, keep=None) -> float:
+    """One micro-step's dense GEMMs at the table's rates, the forward rerun under checkpointing; `keep(name)` selects
+    the Linears (operators.is_decoder_base, operators.is_adapter)."""
+    return _gemm_s(table, model, workload, forward_passes(workload), keep)
+
+
+def fp8_casts_s(table: ComputeTable, model: ModelSpec, workload: Workload) -> float:
+    """One micro-step's float8 casts (torchao's, priced as in the step; zero without fp8)."""
+    return _fp8_cast_s(table, model, workload, forward_passes(workload))
+
+
 def _experts_s(table: ComputeTable, model: ModelSpec, workload: Workload, fwd: int, impl: str) -> float:
     tokens = workload.seq_len * workload.micro_batch
     if impl not in table.grouped and impl == "grouped_mm":

@@ -141,7 +141,12 @@ def linear_shapes(tokens: int, k_in: int, n_out: int, trained: bool = True) -> l
 def is_decoder_base(name: str) -> bool:
     """A decoder layer's own projection (q, k, v, o, the MLP, the router), not lm_head and not a LoRA adapter: what
     a whole-layer row of the compute table already holds."""
-    return name != "lm_head" and not name.startswith("lora_")
+    return name != "lm_head" and not is_adapter(name)
+
+
+def is_adapter(name: str) -> bool:
+    """A LoRA adapter's rank-r GEMM (peft's lora_A / lora_B)."""
+    return name.startswith("lora_")
 
 
 def gemms(model: ModelSpec, workload: Workload, keep=None) -> list[Gemm]:

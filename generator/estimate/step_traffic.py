@@ -6,8 +6,10 @@ the source it was counted from."""
 from __future__ import annotations
 
 from generator.catalog import strategies as catalog
+from generator.estimate import operators as ops
 from generator.estimate.compute_source import fitted
-from generator.estimate.compute_time import forward_passes
+from generator.estimate.compute_table import ComputeTable
+from generator.estimate.compute_time import forward_passes, gemms_s
 from generator.estimate.states import load_bytes, lora_params, qlora_unquantised_params, shard_count, trainable_params
 from generator.estimate.types import Placement, Workload
 from generator.model.types import ModelSpec
@@ -36,11 +38,14 @@ LORA_BACKWARD_PASSES = 3.0
 # here are the defaults without a fit file (the former fit).
 LORA_BYTES_KEY = "lora_bytes_per_token_width"
 # Share of those adapter passes that disappear when each decoder layer is compiled (train.py --compile-layers, and
-# always under fp8): inductor fuses peft's casts, scaling and add into the neighbouring kernels. Fitted to one row, bf16
-# LoRA with the layers compiled (bench/results/h200-x1-fp8-2026-12-01-rerun.json,
-# train.py-g1-ddp-lora-s4096-mb4-ckptoff-flex-short-liger-compiled: 18,111 tokens/s against 14,474 eager); checked on
-# the fp8 LoRA rows, which it never saw (bench/holdout.py FP8_VALIDATION_KEYS).
-COMPILED_ADAPTER_FUSED = 0.85
+# always under fp8): inductor fuses peft's casts, scaling and add into the neighbouring kernels, but not the adapters'
+# GEMM outputs into their adds. Fitted (bench/fit_compute.py, adapter_s) on what train.py's adapters added to one
+# compiled decoder layer, bf16 and float8, of Mistral-7B, Phi and StarCoder2 (train.py's default targets and
+# all-linear), timed on an H100 with the probe's own code (bench/results/h100-x1-lora-layer-gap-compiled-*-2026-12-07):
+# 0.81, each pair's own 0.64-0.87. Fitted before on one compiled Mistral step (1.0, at its bound: there it also hid the
+# operators' over-price of the compiled frozen layers, 8-18% on those layers), which left every LoRA step priced from a
+# model's own layer rows 3-15% fast. Checked on the compiled and float8 LoRA steps, which it never saw (REPORT.md).
+COMPILED_ADAPTER_FUSED = 0.81
 # QLoRA: bitsandbytes dequantises every 4-bit (NF4, double-quantised) weight to bf16 at each use: forward, the
 # recompute, and backward (the input gradient needs the weight again). Effective HBM bytes per quantised parameter per
 # use; far above the 2.5 bytes it moves (0.5 read + 2 written) because the dequantisation kernel reaches a small
@@ -160,6 +165,16 @@ def adapter_bytes(model: ModelSpec, workload: Workload) -> float:
     fused = fitted("compiled_adapter_fused", COMPILED_ADAPTER_FUSED) if workload.layers_compiled else 0.0
     width = lora_params(model, 1, workload.lora_targets)
     return tokens * width * fitted(LORA_BYTES_KEY, LORA_BYTES_PER_TOKEN_WIDTH) * passes * (1 - fused)
+
+
+def adapter_s(table: ComputeTable, model: ModelSpec, workload: Workload) -> float:
+    """Seconds a LoRA step's adapters add to its frozen layers, per optimizer step, as the step prices them: their
+    rank-r GEMMs at the table's rates and peft's passes (adapter_bytes) at its HBM rate. bench/fit_compute.py fits
+    compiled_adapter_fused on it against compiled layers timed with and without adapters."""
+    if workload.method == "full":
+        return 0.0
+    gemms = workload.grad_accum * gemms_s(table, model, workload, ops.is_adapter)
+    return gemms + adapter_bytes(model, workload) / (table.hbm_gbps * 1e9)
 
 
 def dequant_bytes(model: ModelSpec, workload: Workload, in_row: bool = False) -> float:
