@@ -342,6 +342,15 @@ TAIL_BLIND = (
     _family("llama-3.2-3b", "full", 2048, 1, False, False),
 )
 
+# Chosen on 2026-12-07 (twenty-eighth session) before any ran, after compiled_adapter_fused moved from one compiled
+# Mistral step (1.0, at its bound) to compiled layers timed with and without train.py's adapters (0.81): LoRA steps at
+# shapes no row was timed at, whose adapters are priced on top of their compiled layers. Phi's all-linear LoRA compiled
+# in bf16 (the plan's bf16 runner-up to PHI_LORA; its layers priced from the operators) and StarCoder2's all-linear
+# float8 LoRA at 2,048 x 8 (its layers from its own float8 rows, timed at 4,096 x 2). Predicted before the call
+# (results/predicted/adapters-in-rows-2026-12-07.json).
+PHI_LORA_BF16 = replace(PHI_LORA, precision="bf16", compiled=True)
+ADAPTERS_IN_ROWS = (PHI_LORA_BF16, replace(STARCODER2_ALL_LINEAR, seq_len=2048, micro_batch=8))
+
 FAMILY_CELLS: tuple[Cell, ...] = (
     MIXTRAL_QLORA,
     MIXTRAL_FULL_L4,
@@ -385,6 +394,7 @@ FAMILY_CELLS: tuple[Cell, ...] = (
     *QWEN3_MOE_CUT,
     *TAIL_BLIND,
     *QWEN15_MOE_H100,
+    *ADAPTERS_IN_ROWS,
 )
 
 # (the plan's default pick, its runner-up): one lever apart, measured in the same call where the budget allows.
