@@ -202,7 +202,7 @@ def _adapter_errors(gaps: list[dict], table, values: dict) -> dict[str, float]:
                                 grad_checkpointing=False, compiled_layers=True, load_dtype="bf16",
                                 lora_targets=targets)  # fmt: skip
             priced = adapter_s(scaled_to(table, g["device"]), spec, workload) * 1e3 / spec.num_layers
-            label = f"{g['file']}: {Path(g['model']).stem} {g['precision']} {g['mb']}x{g['seq']}"
+            label = f"{g['file']}: {Path(g['model']).name.removesuffix('.json')} {g['precision']} {g['mb']}x{g['seq']}"
             out[label] = 100 * (priced / g["measured_ms"] - 1)
     return out
 
