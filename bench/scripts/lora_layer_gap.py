@@ -12,8 +12,8 @@ those two terms should hold; the kernel sums say which kernels the rest is.
 that times the rows the estimate reads): the compiled frozen row, the same with train.py's adapters under autocast,
 and both again with train.py's float8 Linears (the frozen base only). A compiled or float8 LoRA step is priced as that
 row plus the adapters from the operators (their GEMMs and `adapter_bytes` less the fraction compile fuses,
-COMPILED_ADAPTER_FUSED, fitted on one Mistral-7B row); float8 LoRA rows of six families read 3-15% fast so priced
-while their compiled bf16 twins read -1% to +4% (bench/README).
+COMPILED_ADAPTER_FUSED). That fraction sat at 1.0, fitted on one compiled Mistral-7B step, and the LoRA steps priced
+from a model's own layer rows read 3-15% fast; since 2026-12-07 bench/fit_compute.py fits it on this script's pairs.
 
     python bench/scripts/lora_layer_gap.py --model bench/models/qwen1.5-moe-a2.7b.json --tokens 2x4096 --out gap.json
     python bench/scripts/lora_layer_gap.py --model bench/models/phi-default.json --tokens 8x2048 --compiled --out p.json
