@@ -18,7 +18,7 @@ pytest.importorskip("torchao.float8")
 
 from bench.scripts.saved_audit import DROPOUT_KEYS, FAMILIES, WIDTHS, compile_blocks, saved_bytes_per_layer  # noqa: E402
 
-LAYERS, CHECKED, LENGTHS = 4, slice(1, 3), (256, 512)
+LAYERS, CHECKED, LENGTHS = 4, slice(1, 3), (128, 256)
 
 
 def _config(model_type: str):
