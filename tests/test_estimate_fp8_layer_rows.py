@@ -147,6 +147,34 @@ def test_the_probe_times_float8_rows_the_table_reads():
     assert variants == {"frozen" + FP8_ROW, "full" + FP8_ROW}
 
 
+def test_the_probe_times_a_layer_with_adapters_added_before_float8():
+    """The `adapters` hook (bench/scripts/lora_layer_gap.py times compiled LoRA layers through it) adds the adapters
+    where train.py does, before float8 takes the layer: the frozen base Linears become float8, peft's rank-r adapters
+    stay bf16 and are the only trained weights, at every depth timed."""
+    pytest.importorskip("torchao.float8")
+    pytest.importorskip("transformers")
+    from peft import LoraConfig, get_peft_model
+    from torchao.float8.float8_linear import Float8Linear
+
+    from generator.probe.clock import Clock
+    from generator.probe.compute_layers import DEPTHS, hf_config_dict, layer_seconds
+
+    built = []
+
+    def adapters(model):
+        lora = LoraConfig(r=16, lora_alpha=32, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM")
+        built.append(get_peft_model(model, lora).base_model.model)
+        return built[-1]
+
+    clock = Clock.for_device("cpu")
+    seconds, _ = layer_seconds(clock, hf_config_dict("mistral-7b"), "frozen", (1, 64), False, True, adapters=adapters)
+    assert len(built) == len(DEPTHS) and len(seconds) == 3
+    q = built[-1].get_decoder().layers[0].self_attn.q_proj
+    assert isinstance(q.base_layer, Float8Linear) and not isinstance(q.lora_A["default"], Float8Linear)
+    trained = {n for n, p in built[-1].named_parameters() if p.requires_grad}
+    assert trained and all("lora_" in n for n in trained)
+
+
 def test_an_moe_is_not_timed_at_fp32_weights():
     """transformers runs fp32 experts in its fp32 loop, train.py casts them to bf16: the probe times neither, and says
     why, rather than write a row that prices train.py's float8 full fine-tune with the slow loop."""
