@@ -374,15 +374,23 @@ def main(argv: list[str] | None = None) -> int:
     rows, busbw = load_rows(files), measured_busbw(files)
     fit: dict = {}
     values: dict = {}
-    steps = [(name, hi, select(rows), STEP_OBJECTIVE) for name, select, hi in FITS]
-    for name, hi, chosen, objective in [*steps, (ADAPTER_FUSED, 1.0, adapter_gap_rows(), ADAPTER_OBJECTIVE)]:
+
+    def on_steps(chosen, held: dict) -> dict[str, float]:
+        return _errors(chosen, busbw, table, held)
+
+    def on_layers(chosen, held: dict) -> dict[str, float]:
+        return _adapter_errors(chosen, table, held)
+
+    fits = [(name, hi, select(rows), STEP_OBJECTIVE, on_steps) for name, select, hi in FITS]
+    fits.append((ADAPTER_FUSED, 1.0, adapter_gap_rows(), ADAPTER_OBJECTIVE, on_layers))
+    for name, hi, chosen, objective, errors_of in fits:
         if not chosen:
             print(f"{name}: no rows, left at the estimator's default")
             continue
-        if name == ADAPTER_FUSED:
-            errors_at = lambda c, n=name, g=chosen: _adapter_errors(g, table, {**values, n: c})  # noqa: E731
-        else:
-            errors_at = lambda c, n=name, r=chosen: _errors(r, busbw, table, {**values, n: c})  # noqa: E731
+
+        def errors_at(c: float, name=name, chosen=chosen, errors_of=errors_of) -> dict[str, float]:
+            return errors_of(chosen, {**values, name: c})
+
         value = float(f"{fit_constant(name, errors_at, hi):.4g}")
         errors = errors_at(value)
         values[name] = value
