@@ -12,8 +12,9 @@ import pytest
 
 from generator.estimate import Placement, Workload, estimate
 from generator.estimate import operators as ops
-from generator.estimate.compute_source import SHIPPED, shipped_table, table_for
+from generator.estimate.compute_source import SHIPPED, fitted, shipped_table, table_for
 from generator.estimate.compute_table import from_document, gemm_tflops
+from generator.estimate.compute_time import ELEMENTWISE_SCALE, compute_time
 from generator.model import load_model
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -91,6 +92,55 @@ def test_other_gpus_get_the_h200_table_scaled_and_say_so():
     assert gemm_tflops(a100, "bf16", "fwd", *key[:3]) == pytest.approx(key[3] * 312 / 989.4, rel=0.01)
     e = estimate(MISTRAL, Workload(), replace(ONE, gpu_name="NVIDIA A100-SXM4-80GB", gpu_memory_gb=80), "ddp")
     assert any(n.startswith("speed: ") and "scaled" in n for n in e.notes)
+
+
+def _hbm_scaled(doc: dict, op: str, factor: float) -> dict:
+    doc = copy.deepcopy(doc)
+    for r in doc["hbm"]:
+        if r["op"] == op:
+            r["gbps"] *= factor
+    return doc
+
+
+def test_the_layers_passes_are_priced_at_the_widening_copys_rate_not_the_copys():
+    """The probe's bf16 -> fp32 copy, not its plain copy, prices the layers' elementwise passes (on an H100 the
+    copy ran 0.72x an H200's, the widening copy 0.92x and the same compiled layers 0.93-1.0x), never faster than
+    the plain copy; the terms that stream (adapters, casts, the step's tail) stay at the copy's rate."""
+    lora = Workload(method="lora")
+
+    def parts(doc):
+        table = from_document(doc, "synthetic")
+        return compute_time(table, MISTRAL, lora, "ddp"), estimate(MISTRAL, lora, replace(ONE, compute=table), "ddp")
+
+    base, base_e = parts(_doc())
+    copy_less, copy_e = parts(_hbm_scaled(_doc(), "copy_bf16", 0.85))  # still above the passes' own rate
+    wide_half, _ = parts(_hbm_scaled(_doc(), "cast_bf16_fp32", 0.5))
+    assert base.elementwise_s > 0 and copy_less.elementwise_s == pytest.approx(base.elementwise_s)
+    assert wide_half.elementwise_s == pytest.approx(2 * base.elementwise_s)
+    assert copy_e.tokens_per_s_per_gpu < base_e.tokens_per_s_per_gpu  # the adapters' passes stream
+    starved = from_document(_hbm_scaled(_hbm_scaled(_doc(), "copy_bf16", 0.1), "add_bf16", 0.1), "copy-bound")
+    assert compute_time(starved, MISTRAL, lora, "ddp").elementwise_s == pytest.approx(
+        base.elementwise_s * shipped_table().passes_gbps / fitted(ELEMENTWISE_SCALE, 1.0) / starved.hbm_gbps
+    )  # at its copy's rate, not above it
+    doc = _doc()
+    doc["hbm"] = [r for r in doc["hbm"] if r["op"] != "cast_bf16_fp32"]
+    with pytest.raises(ValueError, match="cast_bf16_fp32"):
+        from_document(doc, "an older hand-made file")
+
+
+def test_on_another_card_the_passes_slow_less_than_its_bandwidth_until_it_binds():
+    h200 = shipped_table()
+    assert h200.passes_gbps < h200.hbm_gbps
+    h100, a100, b200 = (table_for(g) for g in ("NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB", "NVIDIA B200"))
+    assert h100.hbm_gbps == pytest.approx(h200.hbm_gbps * 3.35 / 4.8)
+    assert h100.passes_gbps == h200.passes_gbps  # the measured rate, kept on a card with less bandwidth
+    assert a100.passes_gbps == a100.hbm_gbps < h200.passes_gbps  # up to its streaming rate
+    assert b200.passes_gbps == pytest.approx(h200.passes_gbps * 7.7 / 4.8)
+    lora = Workload(method="lora")
+    on = {t.gpu: compute_time(t, MISTRAL, lora, "ddp").elementwise_s for t in (h200, h100, a100)}
+    h200_s, h100_s, a100_s = on["NVIDIA H200"], on["NVIDIA H100 80GB HBM3"], on["NVIDIA A100-SXM4-80GB"]
+    assert h200_s < h100_s < 0.8 * h200_s * 4.8 / 3.35  # slower, by well under its bandwidth's ratio
+    assert a100_s == pytest.approx(h100_s * 3.35 / 2.039)  # both at their copy's rate
 
 
 @pytest.mark.parametrize("workload", [Workload(), Workload(method="lora"), Workload(precision="fp8", liger=True)])
@@ -199,8 +249,6 @@ def test_liger_and_the_steps_rest_take_their_own_host_rows():
     once a micro-step; a table without Liger rows prices Liger's layers at the plain row."""
     doc = _doc()
     doc["host"] = [_host_row("lora", False, 6.0, 10.0), _host_row("lora", True, 9.0, 30.0)]
-    from generator.estimate.compute_time import compute_time
-
     table = from_document(doc, "host rows")
     plain = Workload(method="lora", seq_len=2048, grad_checkpointing=False)
     liger = replace(plain, liger=True)
@@ -258,8 +306,6 @@ def test_moe_layers_are_priced_whole_where_the_table_times_them():
     """A whole-layer row (probe --compute's layer section) replaces a Mixtral layer's operators: the step follows the
     row (twice the row's time, about twice the layers' share), a dense model and QLoRA (whose experts are per-expert
     4-bit loops, not the row's grouped_mm) are priced as before, and a table without rows changes nothing."""
-    from generator.estimate.compute_time import compute_time
-
     mixtral, base = load_model("mixtral-8x7b"), _doc(layer_rows=False)
     plain = from_document(base, "no layer rows")
     slow = from_document(_mixtral_layer_rows(base, 40.0, 120.0), "layer rows")
@@ -283,8 +329,6 @@ def test_levers_a_layer_row_did_not_run_move_it_by_the_operators_difference():
     """Liger and float8 on Mixtral: the layer row (bf16, eager, no Liger) stays the anchor and the lever moves the
     step by what the operators say it saves. Falling back to the operators alone dropped what the row measures (the
     expert dispatch): Mixtral's Liger and float8 rows were predicted 29% and 22% fast."""
-    from generator.estimate.compute_time import compute_time
-
     mixtral, base = load_model("mixtral-8x7b"), _doc(layer_rows=False)
     plain = from_document(base, "no layer rows")
     slow = from_document(_mixtral_layer_rows(base, 40.0, 120.0), "layer rows")
@@ -306,8 +350,6 @@ def test_a_compiled_layer_row_prices_the_steps_that_compile_their_layers_and_no_
     """probe --compute --full times MoE layers compiled as train.py compiles them: a compiled row anchors float8 and
     --compile-layers (then only float8's own difference is added from the operators), and leaves eager steps on the
     eager row. Without one, a compiled step keeps the eager row plus the operators' difference."""
-    from generator.estimate.compute_time import compute_time
-
     mixtral, base = load_model("mixtral-8x7b"), _doc(layer_rows=False)
     eager_only = _mixtral_layer_rows(base, 40.0, 120.0)
     doc = copy.deepcopy(eager_only)

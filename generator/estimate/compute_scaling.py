@@ -20,6 +20,9 @@ def faster_layer_rows(rows, ratio: float) -> tuple:
 def scaled(table: ComputeTable, gpu: str, compute_ratio: float, memory_ratio: float, fp8: bool) -> ComputeTable:
     """`table` for another GPU: every compute rate x compute_ratio (catalog dense bf16 peak over the measured
     GPU's), HBM x memory_ratio and the casts / memory_ratio; no fp8 rows where the part has no fp8 tensor cores.
+    The layers' elementwise passes run below the measured card's HBM rate and did not slow with it on a card with
+    less (ComputeTable.passes_gbps): on a slower card they keep the measured rate, up to its streaming rate (and
+    compute_time prices them no faster than its copy); on a faster one they scale with the bandwidth.
     The host rows stay (they are the CPU's, not the GPU's); the whole-layer rows scale with compute."""
     gemm = {key: faster_gemm_rows(rows, compute_ratio) for key, rows in table.gemm.items() if fp8 or key[0] != "fp8"}
     grouped = {impl: faster_gemm_rows(rows, compute_ratio) for impl, rows in table.grouped.items()}
@@ -29,16 +32,18 @@ def scaled(table: ComputeTable, gpu: str, compute_ratio: float, memory_ratio: fl
     }
     casts = {k: v / memory_ratio for k, v in table.cast_ns_per_elem.items()} if fp8 else {}
     layers = {k: faster_layer_rows(rows, compute_ratio) for k, rows in table.layers.items()}
+    passes = min(table.passes_gbps * max(memory_ratio, 1.0), table.hbm_gbps * memory_ratio)
     return replace(
         table,
         gpu=gpu,
         measured=False,
         source=f"scaled from the {table.gpu} table by the GPU catalog (compute x{compute_ratio:.2f}, memory "
-        f"x{memory_ratio:.2f}), not measured",
+        f"x{memory_ratio:.2f}, the layers' elementwise passes x{passes / table.passes_gbps:.2f}), not measured",
         gemm=gemm,
         grouped=grouped,
         attention=attention,
         cast_ns_per_elem=casts,
         hbm_gbps=table.hbm_gbps * memory_ratio,
+        passes_gbps=passes,
         layers=layers,
     )

@@ -48,6 +48,10 @@ per call (no method.gemm_timing: the probe before this date); a 1-3 ms GEMM move
 Without it LoRA's rank-16 GEMMs were priced at 180 ms of a Mistral-7B step that profiled 74-78 ms of them
 (bench/results/profile-h200-2026-12-02/)."""
 ATTENTION_PATHS = ("sdpa_causal", "sdpa_dense", "flex", "sdpa_math")
+STREAM_OPS = ("copy_bf16", "add_bf16")
+"""The probe's HBM rows that stream (ComputeTable.hbm_gbps is their median)."""
+PASSES_OP = "cast_bf16_fp32"
+"""The probe's HBM row the layers' elementwise passes are priced at (ComputeTable.passes_gbps)."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -70,7 +74,15 @@ class ComputeTable:
     cast_ns_per_elem: dict
     """(kind, mode) -> ns per element; kind cast | cast_transpose, mode eager | compiled."""
     hbm_gbps: float
-    """Streaming bandwidth (copies and elementwise ops), GB/s of bytes read + written."""
+    """Streaming bandwidth (a bf16 copy and add), GB/s of bytes read + written."""
+    passes_gbps: float
+    """GB/s at which the decoder layers' elementwise passes (norms, activations, RoPE, residual adds) are priced, x the
+    fitted elementwise_scale: the probe's bf16 -> fp32 widening copy (PASSES_OP), a mixed-dtype kernel that, like
+    those passes and unlike a plain copy, runs well below the HBM rate and does not follow it from card to card. On
+    one H200 it ran 2,156 GB/s against a copy's 4,170; on one H100 1,988 against 3,006 (0.92x where the copy is
+    0.72x; generator/compute/h200.json, bench/results/compute-gemma2-h100-2026-12-06.json), and the same compiled
+    decoder layers timed on both cards ran 0-7% slower on the H100 (bench/results/*-fp8-layer-rows-*), where
+    scaling their passes with the copy priced them 5-15% slower."""
     host: dict
     """(variant full | lora, compiled, liger) -> (forward, backward) host seconds per decoder layer of the probe's
     tiny Mistral: the CPU time PyTorch takes to issue one layer's kernels (backward with the optimizer's per-layer
@@ -148,9 +160,10 @@ def from_document(doc: dict, source: str) -> ComputeTable:
     casts = {(r["kind"], r["mode"]): [] for r in doc.get("fp8_cast") or []}
     for r in doc.get("fp8_cast") or []:
         casts[(r["kind"], r["mode"])].append(_num(r["ns_per_elem"]))
-    streams = [_num(r["gbps"]) for r in doc.get("hbm") or [] if r["op"] in ("copy_bf16", "add_bf16")]
-    if not streams:
-        raise ValueError("the compute file has no HBM rows")
+    streams = [_num(r["gbps"]) for r in doc.get("hbm") or [] if r["op"] in STREAM_OPS]
+    passes = [_num(r["gbps"]) for r in doc.get("hbm") or [] if r["op"] == PASSES_OP]
+    if not streams or not passes:
+        raise ValueError(f"the compute file lacks HBM rows ({', '.join((*STREAM_OPS, PASSES_OP))})")
     host, host_step = host_tables(doc.get("host") or [])
     host_models = model_host_tables(doc.get("host") or [])
     layers: dict = {}
@@ -174,6 +187,7 @@ def from_document(doc: dict, source: str) -> ComputeTable:
         attention={k: tuple(v) for k, v in attention.items()},
         cast_ns_per_elem={k: statistics.median(v) for k, v in casts.items()},
         hbm_gbps=statistics.median(streams),
+        passes_gbps=statistics.median(passes),
         host=host,
         fit=dict(doc.get("fit") or {}),
         layers={k: tuple(v[t] for t in sorted(v)) for k, v in layers.items()},

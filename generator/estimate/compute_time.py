@@ -216,7 +216,9 @@ def _row_time(table: ComputeTable, model: ModelSpec, workload: Workload, rows: t
 
 
 def _elementwise_s(table: ComputeTable, nbytes: float) -> float:
-    return nbytes * fitted(ELEMENTWISE_SCALE, 1.0) / (table.hbm_gbps * 1e9)
+    """At the widening copy's rate times the fitted scale (ComputeTable.passes_gbps), never faster than the card's
+    plain copy: on a card with less bandwidth than the passes reached where they were measured, its HBM binds."""
+    return nbytes * max(fitted(ELEMENTWISE_SCALE, 1.0) / table.passes_gbps, 1.0 / table.hbm_gbps) / 1e9
 
 
 def compute_time(table: ComputeTable, model: ModelSpec, workload: Workload, strategy: str) -> ComputeTime:
