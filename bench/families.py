@@ -351,6 +351,16 @@ TAIL_BLIND = (
 PHI_LORA_BF16 = replace(PHI_LORA, precision="bf16", compiled=True)
 ADAPTERS_IN_ROWS = (PHI_LORA_BF16, replace(STARCODER2_ALL_LINEAR, seq_len=2048, micro_batch=8))
 
+# Chosen on 2026-12-07 (twenty-ninth session) before any ran, after the layers' elementwise passes moved from the
+# probe's copy rate to its widening copy's (ComputeTable.passes_gbps), which moves only cards other than the H200:
+# eager steps priced from the operators, GPU-bound and under 80 GB, where an H100's prediction moves most (6-7%):
+# Llama-3-8B LoRA at 4,096 x 1 and Llama-3.2-3B fully fine-tuned at 4,096 x 1. Predicted for an H100 before the
+# call with and without the change (results/predicted/passes-h100-2026-12-07.json and -former.json).
+PASSES_H100 = (
+    _family("llama-3-8b", "lora", 4096, 1, False, False),
+    _family("llama-3.2-3b", "full", 4096, 1, False, False),
+)
+
 FAMILY_CELLS: tuple[Cell, ...] = (
     MIXTRAL_QLORA,
     MIXTRAL_FULL_L4,
@@ -395,6 +405,7 @@ FAMILY_CELLS: tuple[Cell, ...] = (
     *TAIL_BLIND,
     *QWEN15_MOE_H100,
     *ADAPTERS_IN_ROWS,
+    *PASSES_H100,
 )
 
 # (the plan's default pick, its runner-up): one lever apart, measured in the same call where the budget allows.

@@ -21,6 +21,7 @@ from datetime import date
 from pathlib import Path
 
 from bench.calibration import measured_busbw, predict
+from bench.other_cards import predict_on_card
 from bench.results_rows import RESULTS_DIR, _sweep_rows, load_files
 from bench.sweep import select, train_command
 from bench.sweep_grid import CELLS
@@ -41,13 +42,14 @@ def cell_records(cells) -> dict:
     return records
 
 
-def predictions(cells) -> dict:
-    """Cell key -> what the report will predict for it (GB, tokens/s per GPU, fits, host-bound)."""
+def predictions(cells, gpu: str | None = None) -> dict:
+    """Cell key -> what the report will predict for it (GB, tokens/s per GPU, fits, host-bound): on the report's
+    H200, or with `gpu` on that card as the report's other-cards section prices it (the table scaled by the catalog)."""
     files = load_files(RESULTS_DIR)
     busbw, wires = measured_busbw(files), busbw_by_wire(files)
     out = {}
     for row in _sweep_rows("predicted", {"machine": "h200-x1", "cells": cell_records(cells)}):
-        e = predict(row, busbw, wires)
+        e = predict_on_card(row, gpu) if gpu else predict(row, busbw, wires)
         out[row.key] = dict(allocated_gb=round(e.peak_gb, 2), reserved_gb=round(e.reserved_gb, 2),
                             tokens_per_s=round(e.tokens_per_s_per_gpu), fits=e.fits,
                             host_bound=e.host_s > e.gpu_work_s)  # fmt: skip
@@ -59,16 +61,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", required=True, help="comma list of cell-key glob patterns (bench/sweep.py --only)")
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--what", required=True, help="what the file holds and why, for the report's file list")
+    ap.add_argument("--gpu", help="price them on this card (e.g. 'NVIDIA H100 80GB HBM3'), not the report's H200")
     args = ap.parse_args(argv)
     cells = select(CELLS, args.only.split(","))
     if not cells:
         print(f"no cell matches --only {args.only!r} (bench/sweep.py --list names them)", file=sys.stderr)
         return 2
     head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-    found = predictions(cells)
+    found = predictions(cells, args.gpu)
     for key, p in found.items():
         print(key, p)
-    data = {"what": args.what, "date": date.today().isoformat(), "commit": head, "cells": found}
+    data = {
+        "what": args.what,
+        "date": date.today().isoformat(),
+        "commit": head,
+        "gpu": args.gpu or "NVIDIA H200",
+        "cells": found,
+    }
     args.out.write_text(json.dumps(data, indent=1) + "\n")
     return 0
 
