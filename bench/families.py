@@ -363,6 +363,9 @@ PASSES_H100 = (
 # The second did not run on the H100 (its reserved 76.63 GB predicted over the sweep's 76.37 usable there); in its
 # place, chosen before it ran: Qwen2.5-7B LoRA at 4,096 x 1 (results/predicted/passes-h100-2026-12-07-b.json).
 PASSES_H100_B = (_family("qwen2.5-7b", "lora", 4096, 1, False, False),)
+# And a full fine-tune that fits there, chosen after those two ran and before it did: Llama-3.2-3B at 4,096 x 2 with
+# checkpointing (58 GB; results/predicted/passes-h100-2026-12-07-c.json).
+PASSES_H100_C = (_family("llama-3.2-3b", "full", 4096, 2, True, False),)
 
 FAMILY_CELLS: tuple[Cell, ...] = (
     MIXTRAL_QLORA,
@@ -410,6 +413,7 @@ FAMILY_CELLS: tuple[Cell, ...] = (
     *ADAPTERS_IN_ROWS,
     *PASSES_H100,
     *PASSES_H100_B,
+    *PASSES_H100_C,
 )
 
 # (the plan's default pick, its runner-up): one lever apart, measured in the same call where the budget allows.
