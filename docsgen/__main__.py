@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from docsgen import recipes, reference_configs
+from docsgen import readme_plans, recipes, reference_configs
 
 
 def main() -> int:
-    for path in [*reference_configs.regenerate(), *recipes.regenerate()]:
+    written = [*reference_configs.regenerate(), *recipes.regenerate()]
+    for path in [*written, *readme_plans.regenerate(done=tuple(written))]:
         print(path)
     return 0
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import yaml
 
+from docsgen.readme_plans import plan_commands
 from docsgen.recipes import RECIPES, RECIPES_DIR, regenerate
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -86,3 +87,20 @@ def test_multinode_recipe_has_slurm_script_and_security_section():
     assert "--machine_rank 0" in text and "--machine_rank 1" in text
     # the fabric table is the estimator's: HSDP on one NDR port, something else where nodes are as fast as NVLink
     assert "| ib-ndr | 40 GB/s | hsdp |" in text
+
+
+def test_a_readmes_own_plan_commands_are_found_as_the_readme_test_reads_them():
+    text = (
+        "```sh\nCUDA_VISIBLE_DEVICES=0 python -m generator plan --model m \\\n  --output recipes/x/a.yaml --force\n"
+        "python -m generator plan --model m  # no --output: prints only\n```\n"
+        "```text\npython -m generator plan --output recipes/x/b.yaml\n```\n"
+        "```bash\npython -m generator topo --output t.txt\n```\n"
+    )
+    assert plan_commands(text) == [
+        ["python", "-m", "generator", "plan", "--model", "m", "--output", "recipes/x/a.yaml", "--force"]
+    ]
+    trl = plan_commands((ROOT / "recipes" / "trl-sft" / "README.md").read_text())
+    assert {w[w.index("--output") + 1] for w in trl} == {
+        "recipes/trl-sft/config-lora.yaml",
+        "recipes/trl-sft/config-full.yaml",
+    }
