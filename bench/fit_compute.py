@@ -14,7 +14,7 @@ Then regenerate REPORT.md (`python bench/report.py --no-plots`).
 
 What is fitted (FITS, in order, each with the ones before it held; fit rows only, never bench/holdout.py's validation
 rows; minimax on tokens/s; every row's error is printed and written beside the value): the operator model's own
-elementwise_scale (estimate.compute_time: what counting the elementwise ops' bytes at the measured HBM rate misses,
+elementwise_scale (estimate.compute_time: what counting the elementwise ops' bytes at the widening copy's rate misses,
 launch gaps between small kernels, reductions below streaming bandwidth) on the single-GPU full fine-tunes in eager
 bf16; then the terms of generator/estimate/step_traffic.py and timing.py that were fitted on residuals of the former
 compute term, refitted on their own rows on top of the new one (LoRA adapter bytes, QLoRA dequantisation bytes,
@@ -364,6 +364,8 @@ def main(argv: list[str] | None = None) -> int:
     elif args.provisional:
         doc = provisional_document()
     elif args.check or args.refit:
+        if args.refit and (args.supplement or args.host):
+            ap.error("--refit fits the shipped table as it is: give the measured file to add --supplement or --host")
         doc = json.loads(SHIPPED.read_text())
     else:
         ap.error("give the measured file, --provisional, --check or --refit")

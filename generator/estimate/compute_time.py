@@ -1,6 +1,6 @@
 """GPU time of one optimizer step's operators, priced from a ComputeTable (estimate.compute_table): each GEMM at its
 own measured rate by shape and dtype, the MoE experts as grouped GEMMs, attention by kernel path, float8 casts per
-element, the elementwise chain (estimate.passes) at the measured HBM rate. Pure."""
+element, the elementwise chain (estimate.passes) at the measured widening-copy rate. Pure."""
 
 from __future__ import annotations
 
@@ -32,7 +32,8 @@ from generator.estimate.types import Workload
 from generator.model.types import ModelSpec
 
 ELEMENTWISE_SCALE = "elementwise_scale"
-"""fit.json key: measured elementwise time over the bytes estimate.passes counts at the table's HBM rate."""
+"""fit.json key: measured elementwise time over the bytes estimate.passes counts at the table's widening-copy rate
+(ComputeTable.passes_gbps; 1.31 at its copy rate before 2026-12-07)."""
 FP8_CAST_SCALE = "fp8_cast_scale"
 """fit.json key: the float8 casts' time inside train.py's compiled layers over the probe's standalone compiled cast
 (inductor fuses the amax and the cast into neighbouring kernels there; the probe times each cast on its own)."""
@@ -47,7 +48,7 @@ class ComputeTime:
     attention_s: float
     """Attention kernels (scores and values), forward + backward + recompute."""
     elementwise_s: float
-    """Norms, residual adds, RoPE, SwiGLU, MoE shuffle, loss (estimate.passes) at the measured HBM rate."""
+    """Norms, residual adds, RoPE, SwiGLU, MoE shuffle, loss (estimate.passes) at the measured widening-copy rate."""
     fp8_cast_s: float
     """torchao's float8 amax + cast (+ transpose) passes."""
     host_s: float = 0.0

@@ -1,7 +1,8 @@
 """Memory-bound passes between the GEMMs: HBM bytes per token of the norms, residual adds, RoPE, SwiGLU, the MoE
 token shuffle and the loss, counted from the ops each runs (transformers 5 eager code, bf16 activations, 2 bytes an
-element). timing.py divides them by the table's measured HBM bandwidth, times ELEMENTWISE_SCALE (fitted, see
-bench/fit_compute.py) for what counting misses (launch gaps between small kernels, partial-bandwidth reductions).
+element). compute_time divides them by the table's widening-copy rate (ComputeTable.passes_gbps), times
+ELEMENTWISE_SCALE (fitted, see bench/fit_compute.py) for what counting misses (launch gaps between small kernels,
+partial-bandwidth reductions).
 
 Forward, per decoder layer and token (h hidden, q = heads x d, kv = kv_heads x d, i intermediate):
 - RMSNorm, twice: to(fp32) r2 w4, pow r4 w4, mean r4, x*rsqrt r4 w4, to(bf16) r4 w2, weight* r2 w2 = 36 bytes/elem.

@@ -1,7 +1,7 @@
 """Predicted optimizer-step time: operator compute, memory-bound passes, CPU optimizer, exposed communication.
 
 compute  = each GEMM at its measured rate by shape and dtype + MoE grouped GEMMs + attention by kernel path +
-           the elementwise chain and float8 casts at measured HBM rates (estimate.compute_time; recompute included;
+           the elementwise chain and float8 casts at measured memory rates (estimate.compute_time; recompute included;
            frozen weights skip the weight-gradient GEMMs)
 memory   = bytes the fused AdamW update, autocast weight casts, collective copies, LoRA adapter passes and QLoRA
            dequantisation stream through HBM / the table's measured HBM rate, plus DeepSpeed's fitted overhead
