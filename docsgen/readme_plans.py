@@ -39,11 +39,11 @@ def plan_commands(text: str) -> list[list[str]]:
 def regenerate(root: Path = ROOT, done: tuple[Path, ...] = ()) -> list[Path]:
     """Run every such command whose output is a committed file not in `done` (what the other generators wrote),
     from `root`; return the files rewritten."""
-    written = []
+    written, skip = [], {p.resolve() for p in done}
     for readme in sorted((root / "recipes").rglob("README.md")):
         for words in plan_commands(readme.read_text()):
             out = (root / words[words.index("--output") + 1]).resolve()
-            if out in {p.resolve() for p in done} or not out.is_file():
+            if out in skip or not out.is_file():
                 continue
             args = [*words[3:], *([] if "--force" in words else ["--force"])]
             code = _run_in(root, args)

@@ -38,7 +38,8 @@ def scaled(table: ComputeTable, gpu: str, compute_ratio: float, memory_ratio: fl
         gpu=gpu,
         measured=False,
         source=f"scaled from the {table.gpu} table by the GPU catalog (compute x{compute_ratio:.2f}, memory "
-        f"x{memory_ratio:.2f}, the layers' elementwise passes x{passes / table.passes_gbps:.2f}), not measured",
+        f"x{memory_ratio:.2f}, the widening copy that prices the layers' elementwise passes "
+        f"x{passes / table.passes_gbps:.2f}), not measured",
         gemm=gemm,
         grouped=grouped,
         attention=attention,

@@ -43,9 +43,9 @@ LORA_BYTES_KEY = "lora_bytes_per_token_width"
 # compiled decoder layer, bf16 and float8, of Mistral-7B, Phi and StarCoder2 (train.py's default targets and
 # all-linear), timed on an H100 with the probe's own code (bench/results/h100-x1-lora-layer-gap-compiled-*-2026-12-07):
 # 0.81, each pair's own 0.64-0.87. Fitted before on one compiled Mistral step (1.0, at its bound: there it also hid the
-# operators' over-price of the compiled frozen layers: 0-8% on an H200's rows, 9-19% on the H100's), which left every
-# LoRA step priced from a model's own layer rows 3-15% fast. Checked on the compiled and float8 LoRA steps, which it
-# never saw (REPORT.md).
+# operators' over-price of the compiled frozen layers: 0-8% on an H200's rows, 9-19% on the H100's while the
+# elementwise passes were priced at the copy's rate), which left every LoRA step priced from a model's own layer rows
+# 3-15% fast. Checked on the compiled and float8 LoRA steps, which it never saw (REPORT.md).
 COMPILED_ADAPTER_FUSED = 0.81
 # QLoRA: bitsandbytes dequantises every 4-bit (NF4, double-quantised) weight to bf16 at each use: forward, the
 # recompute, and backward (the input gradient needs the weight again). Effective HBM bytes per quantised parameter per
