@@ -126,8 +126,11 @@ def activation_terms(model: ModelSpec, workload: Workload, strategy: str) -> dic
     # Mistral-7B, see tests/test_estimate_gpu.py); late in backward one layer's recomputed casts are alive.
     # Frozen (LoRA) weights are not cached; without checkpointing their casts stay saved for backward anyway.
     all_casts = layer_casts = 0.0
-    # An fp32 lm_head's bf16 autocast copy: cached to the loss, then saved for lm_head's own backward.
-    lm_head_cast = 0.0 if model.tie_embeddings or r != 4 else 2.0 * model.vocab_size * model.hidden_size
+    # An fp32 lm_head's bf16 autocast copy: cached to the loss, then saved for lm_head's own backward. Tied to the
+    # embeddings it is cast all the same (the lookup reads the fp32 matrix; lm_head's matmul casts it), but the
+    # parameter count holds that matrix once, as the embeddings: added back below (tests/test_estimate_tied_head.py).
+    lm_head_cast = 0.0 if r != 4 else 2.0 * model.vocab_size * model.hidden_size
+    tied_head = lm_head_cast if model.tie_embeddings else 0.0
     if workload.method == "qlora":
         layer_casts = 2.0 * model.hidden_size * model.intermediate_size  # bitsandbytes dequantises one linear at a time
         all_casts = lm_head_cast
@@ -136,6 +139,7 @@ def activation_terms(model: ModelSpec, workload: Workload, strategy: str) -> dic
         layer_casts = 2.0 * (model.params_per_layer - (0 if saved else expert_params(model) / model.num_layers))
         if workload.method == "full" or not workload.grad_checkpointing:
             all_casts = 2.0 * (model.params_total - model.params_embedding - (0 if cached else expert_params(model)))
+            all_casts += tied_head
         if workload.precision == "fp8":  # torchao casts a float8 Linear's fp32 weight to fp8 itself: no bf16 copy
             float8 = 2.0 * fp8_matmul_params(model)
             layer_casts, all_casts = max(layer_casts - float8 / model.num_layers, 0.0), max(all_casts - float8, 0.0)
