@@ -156,7 +156,11 @@ def activation_terms(model: ModelSpec, workload: Workload, strategy: str) -> dic
         working = {"backward_transient": transient}
         bwd = {"activations": per_layer, **working, "attention_bias": layer_mask}
         start_casts = all_casts or layer_casts
-    fwd = {**held, "logits_and_loss": loss_fwd}
+    # The loop holds the previous step's output (train.py's `out_`, a plain loop's `out`) until this forward returns,
+    # so its logits (fp32 where Accelerate's convert_outputs_to_fp32 wraps the forward) are alive through the loss:
+    # on every later step the memory history frees a [tokens, vocab] fp32 block from before the step (Llama-3.2-3B,
+    # StarCoder2, Phi: memhist-llama32-full-h100-2026-12-07 and the -starcoder2- and -phi-fp8- files).
+    fwd = {**held, "logits_and_loss": loss_fwd, "logits_kept": kept}
     # Backward starts with the loss's own backward, then recomputes the last layer: whichever needs more is the peak.
     start = {**held, **(working if sum(working.values()) >= loss_bwd else {"loss_backward": loss_bwd})}
     start["logits_kept"] = kept
