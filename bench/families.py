@@ -369,6 +369,10 @@ PASSES_H100_C = (_family("llama-3.2-3b", "full", 4096, 2, True, False),)
 # It ran on an H100 at 12,802 tokens/s against 14,288 (+11.6%) and 62.94 GB allocated against 58.38 (-7.2%); the same
 # cell on the report's H200, predicted before it ran there (results/predicted/passes-c-h200-2026-12-07.json), says
 # which of the two misses is the card's. Same cell, so no new entry in FAMILY_CELLS.
+# Chosen after that H100 run and its memory history (thirtieth session), before it ran, for an H100: the same model
+# fully fine-tuned at 4,096 x 3 checkpointed, where the previous step's logits held through the loss are the largest
+# share yet (results/predicted/kept-logits-h100-2026-12-07.json).
+KEPT_LOGITS_H100 = (_family("llama-3.2-3b", "full", 4096, 3, True, False),)
 
 FAMILY_CELLS: tuple[Cell, ...] = (
     MIXTRAL_QLORA,
@@ -417,6 +421,7 @@ FAMILY_CELLS: tuple[Cell, ...] = (
     *PASSES_H100,
     *PASSES_H100_B,
     *PASSES_H100_C,
+    *KEPT_LOGITS_H100,
 )
 
 # (the plan's default pick, its runner-up): one lever apart, measured in the same call where the budget allows.
