@@ -22,18 +22,29 @@ FENCE = re.compile(r"^```(?:sh|bash)\n(.*?)^```", re.S | re.M)
 PLAN = ["python", "-m", "generator", "plan"]
 
 
-def plan_commands(text: str) -> list[list[str]]:
-    """Each `python -m generator plan ... --output FILE` of the README's sh/bash blocks, as words (continuations
-    joined, `VAR=value` prefixes dropped)."""
-    found = []
+def shell_commands(text: str) -> list[str]:
+    """The command lines of a README's sh/bash blocks, continuations joined, blank and comment lines dropped (also
+    what tests/test_readme_paths.py runs and checks)."""
+    out = []
     for body in FENCE.findall(text):
         for line in body.replace("\\\n", " ").splitlines():
-            words = shlex.split(line, comments=True)
-            while words and re.fullmatch(r"[A-Za-z_]\w*=\S*", words[0]):
-                words = words[1:]
-            if words[:4] == PLAN and "--output" in words[:-1]:
-                found.append(words)
-    return found
+            line = line.strip()
+            if line and not line.startswith("#"):
+                out.append(line)
+    return out
+
+
+def words(command: str) -> list[str]:
+    """The command's words without `VAR=value` prefixes and trailing `# comment`."""
+    w = shlex.split(command, comments=True)
+    while w and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", w[0]):
+        w.pop(0)
+    return w
+
+
+def plan_commands(text: str) -> list[list[str]]:
+    """Each `python -m generator plan ... --output FILE` of the README's sh/bash blocks, as words."""
+    return [w for w in map(words, shell_commands(text)) if w[:4] == PLAN and "--output" in w[:-1]]
 
 
 def regenerate(root: Path = ROOT, done: tuple[Path, ...] = ()) -> list[Path]:

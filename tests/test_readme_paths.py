@@ -25,12 +25,12 @@ from pathlib import Path
 
 import pytest
 
+from docsgen.readme_plans import shell_commands, words
 from generator.cli import build_parser
 
 ROOT = Path(__file__).resolve().parents[1]
 REPO_DIRS = ("generator/", "docsgen/", "recipes/", "accelerate_configs/", "bench/", "tests/")
 REPO_FILES = ("train.py", "Makefile", "pyproject.toml", "README.md")
-FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
 RUNNABLE_VERBS = ("plan", "topo")
 
 
@@ -42,26 +42,6 @@ def readmes() -> list[Path]:
 
 def rel(p: Path) -> str:
     return str(p.relative_to(ROOT))
-
-
-def shell_commands(text: str) -> list[str]:
-    out = []
-    for lang, body in FENCE.findall(text):
-        if lang not in ("sh", "bash"):
-            continue
-        for line in body.replace("\\\n", " ").splitlines():
-            line = line.strip()
-            if line and not line.startswith("#"):
-                out.append(line)
-    return out
-
-
-def words(command: str) -> list[str]:
-    """The command's words without `VAR=value` prefixes and trailing `# comment`."""
-    w = shlex.split(command, comments=True)
-    while w and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", w[0]):
-        w.pop(0)
-    return w
 
 
 def looks_like_repo_path(token: str) -> bool:
