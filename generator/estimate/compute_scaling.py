@@ -20,9 +20,10 @@ def faster_layer_rows(rows, ratio: float) -> tuple:
 def scaled(table: ComputeTable, gpu: str, compute_ratio: float, memory_ratio: float, fp8: bool) -> ComputeTable:
     """`table` for another GPU: every compute rate x compute_ratio (catalog dense bf16 peak over the measured
     GPU's), HBM x memory_ratio and the casts / memory_ratio; no fp8 rows where the part has no fp8 tensor cores.
-    The layers' elementwise passes run below the measured card's HBM rate and did not slow with it on a card with
-    less (ComputeTable.passes_gbps): on a slower card they keep the measured rate, up to its streaming rate (and
-    compute_time prices them no faster than its copy); on a faster one they scale with the bandwidth.
+    The layers' elementwise passes are priced at a rate below the measured card's HBM rate, which on a card with
+    less is kept, up to its streaming rate (and compute_time prices them no faster than its copy), and on a faster
+    one scales with the bandwidth: compiled layers slowed that little on an H100, eager kernels by the bandwidth
+    (ComputeTable.passes_gbps says which rows show which).
     The host rows stay (they are the CPU's, not the GPU's); the whole-layer rows scale with compute."""
     gemm = {key: faster_gemm_rows(rows, compute_ratio) for key, rows in table.gemm.items() if fp8 or key[0] != "fp8"}
     grouped = {impl: faster_gemm_rows(rows, compute_ratio) for impl, rows in table.grouped.items()}

@@ -82,7 +82,10 @@ class ComputeTable:
     one H200 it ran 2,156 GB/s against a copy's 4,170; on one H100 1,988 against 3,006 (0.92x where the copy is
     0.72x; generator/compute/h200.json, bench/results/compute-gemma2-h100-2026-12-06.json), and the same compiled
     decoder layers timed on both cards ran 0-7% slower on the H100 (bench/results/*-fp8-layer-rows-*), where
-    scaling their passes with the copy priced them 5-15% slower."""
+    scaling their passes with the copy priced them 5-15% slower. Eager elementwise kernels, timed one by one in
+    profiled steps, do follow the copy (an fp32 add 4.38 -> 2.90 TB/s, a bf16 product 4.42 -> 3.12,
+    profile-mistral-full-s8192-h200-2026-12-04 and profile-llama32-full-h100-2026-12-07): on an H100 this rate
+    prices eager steps right only where it offsets the GEMMs' over-price (bench/README, thirtieth session)."""
     host: dict
     """(variant full | lora, compiled, liger) -> (forward, backward) host seconds per decoder layer of the probe's
     tiny Mistral: the CPU time PyTorch takes to issue one layer's kernels (backward with the optimizer's per-layer
