@@ -373,6 +373,15 @@ PASSES_H100_C = (_family("llama-3.2-3b", "full", 4096, 2, True, False),)
 # fully fine-tuned at 4,096 x 3 checkpointed, where the previous step's logits held through the loss are the largest
 # share yet (results/predicted/kept-logits-h100-2026-12-07.json).
 KEPT_LOGITS_H100 = (_family("llama-3.2-3b", "full", 4096, 3, True, False),)
+# Chosen on 2026-12-07 (thirty-first session) before either ran, for whichever card the call gets: PASSES_H100_C's
+# cell with Liger and with compiled layers, each run plain and profiled beside it, so the kernels a Liger step and a
+# compiled step run can be priced from inside a step as the eager one's were (bench/README Next 4: the GEMMs' in-step
+# rate needs in-step prices for Liger's kernels and the compiled passes too). Predicted before the call
+# (results/predicted/levers-in-step-2026-12-07.json, both cards).
+LEVERS_IN_STEP = (
+    _family("llama-3.2-3b", "full", 4096, 2, True, True),
+    replace(PASSES_H100_C[0], compiled=True),
+)
 
 FAMILY_CELLS: tuple[Cell, ...] = (
     MIXTRAL_QLORA,
@@ -422,6 +431,7 @@ FAMILY_CELLS: tuple[Cell, ...] = (
     *PASSES_H100_B,
     *PASSES_H100_C,
     *KEPT_LOGITS_H100,
+    *LEVERS_IN_STEP,
 )
 
 # (the plan's default pick, its runner-up): one lever apart, measured in the same call where the budget allows.
