@@ -120,6 +120,16 @@ def compile_layers(model) -> int:
     compile time is one layer's, not the model's. In place (`module.compile()`), not `torch.compile(module)`: the
     returned OptimizedModule's call skips the hooks FSDP2's fully_shard adds later (accelerate's compile_regions_fsdp2
     says the same), and the layer keeps its class, which FSDP2's wrap policy matches by name."""
+    import torch
+
+    # transformers >= 5.23 checkpoints inside each layer's forward (modeling_layers.GradientCheckpointingLayer wraps
+    # `forward`, not `__call__`), so the checkpoint lands in the compiled region, where the output-capturing context
+    # variable the layer sets (utils/output_capturing.CompileableContextVar) is a side effect dynamo will not replay
+    # in the recompute: it gave up on the whole layer and ran it eager, silently (transformers 5.25, torch 2.13:
+    # tests/test_estimate_compiled_casts.py). That variable only serves output_hidden_states/attentions capture,
+    # which training never asks for, so the recompute may skip it.
+    if hasattr(torch._dynamo.config, "skip_fwd_side_effects_in_bwd_under_checkpoint"):
+        torch._dynamo.config.skip_fwd_side_effects_in_bwd_under_checkpoint = True
     layers = decoder_layers(model)
     for layer in layers:
         layer.compile()

@@ -137,7 +137,12 @@ def activation_terms(model: ModelSpec, workload: Workload, strategy: str) -> dic
     elif r == 4:
         cached, saved = _expert_casts(model, workload)
         layer_casts = 2.0 * (model.params_per_layer - (0 if saved else expert_params(model) / model.num_layers))
-        if workload.method == "full" or not workload.grad_checkpointing:
+        if workload.layers_compiled and workload.grad_checkpointing:
+            # a compiled layer's casts are ops of its graph, not autocast's cache: without checkpointing the graph
+            # saves them for its backward (as the cache would keep them), under checkpointing nothing is saved;
+            # lm_head runs eager, and its trained weight's copy stays cached (tests/test_estimate_compiled_casts.py)
+            all_casts = lm_head_cast if workload.method == "full" else 0.0
+        elif workload.method == "full" or not workload.grad_checkpointing:
             all_casts = 2.0 * (model.params_total - model.params_embedding - (0 if cached else expert_params(model)))
             all_casts += tied_head
         if workload.precision == "fp8":  # torchao casts a float8 Linear's fp32 weight to fp8 itself: no bf16 copy
