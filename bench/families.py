@@ -382,6 +382,16 @@ LEVERS_IN_STEP = (
     _family("llama-3.2-3b", "full", 4096, 2, True, True),
     replace(PASSES_H100_C[0], compiled=True),
 )
+# Chosen on 2026-12-07 (thirty-first session), after LEVERS_IN_STEP's compiled row read +5.4% allocated and before
+# either ran: a compiled, checkpointed layer's weight casts are ops of its graph, not autocast's cache, so none is
+# alive at the loss (generator/estimate/activations.py). A model no file holds (bench/models/qwen2.5-3b.json: a
+# 152k vocabulary, tied, 36 layers of 2,048), fully fine-tuned at 4,096 x 2 checkpointed, compiled and eager: the
+# change moves the compiled prediction only, and the eager one is a blind row of the passes' pricing beside it.
+# Predicted before the call (results/predicted/cast-blind-2026-12-07.json).
+CAST_BLIND = (
+    replace(_family("qwen2.5-3b", "full", 4096, 2, True, False), compiled=True),
+    _family("qwen2.5-3b", "full", 4096, 2, True, False),
+)
 
 FAMILY_CELLS: tuple[Cell, ...] = (
     MIXTRAL_QLORA,
@@ -432,6 +442,7 @@ FAMILY_CELLS: tuple[Cell, ...] = (
     *PASSES_H100_C,
     *KEPT_LOGITS_H100,
     *LEVERS_IN_STEP,
+    *CAST_BLIND,
 )
 
 # (the plan's default pick, its runner-up): one lever apart, measured in the same call where the budget allows.
