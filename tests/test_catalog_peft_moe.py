@@ -1,6 +1,7 @@
-"""peft 0.21 moves the llama MLP names onto the fused routed experts of the MoE types transformers maps to qwen2_moe's
-weight conversion (generator/catalog/peft_moe.py): train.py leaves them out there and says so, the plan's TRL line
-names the attention projections instead of all-linear, and the estimate prices no shared-expert adapter."""
+"""peft turns the llama MLP names into adapters on the fused routed experts of an MoE (0.21 moving them there off the
+Linears, 0.22 adding the experts beside the Linears: generator/catalog/peft_moe.py): train.py's default never adapts
+the routed experts and builds the same adapters under either, the plan's TRL line names the attention projections
+instead of all-linear where the names are left out, and the estimate prices no shared-expert adapter there."""
 
 from __future__ import annotations
 
@@ -40,32 +41,56 @@ def _model(model_type: str, extra: dict):
     return config, transformers.AutoModelForCausalLM.from_config(config)
 
 
-def test_train_py_keeps_deepseeks_adapters_off_its_experts_and_says_so():
-    from peft import LoraConfig, get_peft_model
+def _train_py_adapters(model):
+    """The peft model train.py's default --lora-targets builds on `model` (training/model.py add_adapters), its note,
+    and the names of the modules holding an adapter."""
+    from training.args import parse_args
+    from training.model import add_adapters
 
+    peft_model, note = add_adapters(model, parse_args(["--method", "lora", "--lora-r", "4"]), grad_checkpointing=False)
+    adapted = {n.split(".lora_")[0] for n, _ in peft_model.named_parameters() if ".lora_" in n}
+    return peft_model, note, adapted
+
+
+@pytest.mark.parametrize("model_type, extra", [("deepseek_v3", DEEPSEEK), ("qwen2_moe", QWEN2_MOE)])
+def test_train_py_s_default_targets_never_adapt_the_routed_experts(model_type, extra):
+    """Under peft 0.22 a bare gate_proj also adds the routed experts as target_parameters (an adapter per expert,
+    which the plan does not price): none may reach them, and none is a parameter target."""
+    _, model = _model(model_type, extra)
+    peft_model, _, adapted = _train_py_adapters(model)
+    assert adapted and not any(".mlp.experts" in n for n in adapted), sorted(adapted)
+    assert not peft_model.peft_config["default"].target_parameters
+
+
+def test_train_py_keeps_deepseeks_adapters_off_its_mlps_and_says_so():
     from training.model import experts_kept_off, linear_targets
 
     _, model = _model("deepseek_v3", DEEPSEEK)
     targets, note = experts_kept_off(model, linear_targets(model, DEFAULT))
-    assert not {"gate_proj", "up_proj", "down_proj"} & set(targets) and "o_proj" in targets
+    assert targets == ["q_proj", "o_proj"]
     assert "fused routed experts" in note and "deepseek_v3" in note
-    peft_model = get_peft_model(model, LoraConfig(r=4, target_modules=targets))
-    adapted = {n.split(".lora_")[0] for n, _ in peft_model.named_parameters() if ".lora_" in n}
-    assert adapted and not any("experts" in n or "mlp" in n for n in adapted)
-    assert not peft_model.peft_config["default"].target_parameters
+    # peft 0.21 would have moved the MLP names off the shared experts and dense MLP; 0.22 would keep them there:
+    # train.py adapts neither, as the estimate prices it (catalog.peft_moe.mlp_names_reach_linears)
+    _, note, adapted = _train_py_adapters(model)
+    assert "fused routed experts" in note
+    assert {n.rsplit(".", 1)[-1] for n in adapted} == {"q_proj", "o_proj"}
 
 
-def test_a_type_peft_does_not_convert_keeps_its_shared_experts_adapters(monkeypatch):
+def test_a_type_peft_0_21_does_not_convert_keeps_its_shared_experts_adapters(monkeypatch):
+    import peft.utils.transformers_weight_conversion as conversion
+
     from training.model import experts_kept_off, linear_targets
 
     _, model = _model("qwen2_moe", QWEN2_MOE)
     targets = linear_targets(model, DEFAULT)
-    assert experts_kept_off(model, targets) == (targets, None)
-    # without peft's conversion to ask, the catalog's table decides (qwen2_moe: nothing moves)
-    import peft.utils.transformers_weight_conversion as conversion
-
-    monkeypatch.delattr(conversion, "convert_peft_config_for_transformers")
-    assert experts_kept_off(model, targets) == (targets, None)
+    named = [*DEFAULT[:4], "shared_expert.gate_proj", "shared_expert.up_proj", "shared_expert.down_proj"]
+    assert experts_kept_off(model, targets) == (named, None)
+    with monkeypatch.context() as patched:  # without peft's conversion to ask (before 0.21) the table decides alone
+        patched.delattr(conversion, "convert_peft_config_for_transformers")
+        assert experts_kept_off(model, targets) == (named, None)
+    _, note, adapted = _train_py_adapters(model)
+    in_layer = {n.split(".layers.", 1)[1].split(".", 1)[1] for n in adapted}  # the name within its decoder layer
+    assert note is None and in_layer == {*(f"self_attn.{t}" for t in DEFAULT[:4]), *(f"mlp.{t}" for t in named[4:])}
 
 
 def test_the_estimate_and_the_trl_line_follow_the_same_rule(tmp_path: Path):

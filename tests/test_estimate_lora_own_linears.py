@@ -55,9 +55,10 @@ def test_adapter_parameters_are_what_peft_trains(tmp_path: Path, model_type):
 
 @pytest.mark.parametrize("model_type", ["mixtral", "qwen3_moe", "olmoe", "qwen2_moe"])
 def test_an_moe_s_default_targets_price_the_adapters_peft_trains(tmp_path: Path, model_type):
-    """train.py's default targets on a mixture of experts: peft 0.21 matches gate_proj, up_proj and down_proj on every
-    Linear so named unless it moves them onto fused experts (train.py then leaves them out), so Qwen2-MoE's shared
-    expert takes three adapters a layer beside the attention's four (estimate.states.moe_mlp_linears_adapted); priced
+    """train.py's default targets on a mixture of experts: gate_proj, up_proj and down_proj on every Linear so named,
+    named by parent so that no peft adapts the fused routed experts through them, unless peft 0.21 moves them onto
+    those experts (train.py then leaves them out: catalog.peft_moe), so Qwen2-MoE's shared expert takes three adapters a
+    layer beside the attention's four (estimate.states.moe_mlp_linears_adapted) under peft 0.21 and 0.22; priced
     without them, Qwen1.5-MoE's LoRA steps read 12-16% fast on one H200 (bench/README, twenty-seventh session)."""
     from generator.estimate.states import LORA_TARGETS, lora_params
     from training.args import DEFAULT_LORA_TARGETS

@@ -132,8 +132,11 @@ def test_a_gated_shared_expert_keeps_what_a_dense_mlp_does(tmp_path, method):
         from peft import LoraConfig, get_peft_model
 
         from tests.test_estimate_lora_saved import TARGETS
+        from training.model import experts_kept_off
 
-        model = get_peft_model(model, LoraConfig(r=16, lora_alpha=32, target_modules=TARGETS, task_type="CAUSAL_LM"))
+        # train.py's default: the MLP names on the shared expert alone (peft 0.22 would add the routed experts)
+        targets = experts_kept_off(model, TARGETS)[0]
+        model = get_peft_model(model, LoraConfig(r=16, lora_alpha=32, target_modules=targets, task_type="CAUSAL_LM"))
     inputs, _ = plain_loop_inputs()
     counted = saved_bytes_per_layer(model, inputs)
     workload = Workload(method=method, seq_len=SEQ, grad_checkpointing=False, load_dtype="bf16", lora_r=16)

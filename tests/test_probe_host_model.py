@@ -62,6 +62,23 @@ def test_the_tiny_copy_builds_and_trains_for_classes_the_mistral_recipe_broke(mo
     assert attn_implementation(tiny, cuda=False) == ("sdpa" if on_gpu == "sdpa" else "eager")
 
 
+@pytest.mark.parametrize("model_type", ["qwen2_moe", "deepseek_v3"])
+def test_an_moe_copy_takes_train_py_s_adapters(model_type):
+    """The host rows time the adapters train.py's default builds (training/model.py experts_kept_off): none on the
+    fused routed experts, which peft 0.22 adds through a bare gate_proj, and the shared expert's only where the MLP
+    names are not left out (Qwen1.5-MoE's; catalog.peft_moe)."""
+    from transformers import AutoConfig
+
+    from generator.probe.clock import Clock
+    from generator.probe.compute_host_model import _builder
+
+    model = _builder(AutoConfig.for_model(model_type).to_dict(), True)(Clock("cpu"), "lora", 2, False)
+    adapted = {n.split(".lora_")[0] for n, _ in model.named_parameters() if ".lora_" in n}
+    assert adapted and not model.peft_config["default"].target_parameters
+    assert not any(".mlp.experts" in n for n in adapted)
+    assert any(".mlp." in n for n in adapted) == (model_type == "qwen2_moe")
+
+
 def test_the_probe_reads_a_config_file_as_plan_does(tmp_path):
     """`plan --model` takes a config.json-like file and its notes name it for `probe --compute --model`: the probe
     reads it too (a directory with config.json as before; a file that is not JSON, or absent, is nothing)."""

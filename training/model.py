@@ -124,12 +124,37 @@ def add_adapters(model, args, grad_checkpointing: bool):
 
 
 def experts_kept_off(model, targets: list[str]) -> tuple[list[str], str | None]:
-    """The targets without the names peft would move onto the model's fused routed experts, and train.py's line
-    saying so (None where none moves). peft 0.21 turns gate/up/down_proj into adapters on every routed expert of the
-    types transformers maps to qwen2_moe's weight conversion and drops them from the shared experts and dense MLPs
-    (generator/catalog/peft_moe.py), which the estimate does not price and which trains a weight gradient for every
-    expert. The installed peft is asked (the conversion it runs in get_peft_model, on a copy of the config); a peft
-    without it falls back on the catalog's table."""
+    """train.py's default targets on a mixture of experts, and its line naming what is left out (None where nothing
+    is): never the fused routed experts, and the same adapters under peft 0.21 and 0.22, the ones the estimate prices
+    (generator/catalog/peft_moe.py default_moe_targets: the MLP names left out where peft 0.21 moves them onto the
+    experts, else named by parent, as shared_expert.gate_proj, since 0.22 adapts the experts through a bare name even
+    where it keeps the Linears). The result is then converted as get_peft_model converts it: names that would still
+    reach a parameter (a type transformers converts that the table does not list yet) are left out too."""
+    import torch
+
+    from generator.catalog.peft_moe import MOVED_NAMES, default_moe_targets
+    from training.moe import routed_experts
+
+    if not routed_experts(model.config):
+        return targets, None
+    model_type = str(getattr(model.config, "model_type", ""))
+    linears = [name for name, m in model.named_modules() if isinstance(m, torch.nn.Linear)]
+    kept, left_out = default_moe_targets(model_type, targets, linears)
+    if kept != targets and _reaches_parameters(model, kept):
+        left_out = [t for t in targets if t.removesuffix("_proj") in MOVED_NAMES]
+        kept = [t for t in targets if t not in left_out]
+    if not left_out:
+        return kept, None
+    return kept, (
+        f"LoRA: {', '.join(left_out)} left out: through them peft would adapt {model_type}'s fused routed experts (a "
+        f"weight gradient for every expert, which the plan does not price); adapting {', '.join(kept)}. "
+        "--lora-targets names them to train the experts anyway."
+    )
+
+
+def _reaches_parameters(model, targets: list[str]) -> bool:
+    """Whether the installed peft's conversion of `targets` for this model (the one get_peft_model runs, here on a
+    probe config) adapts any parameter (target_parameters); False for a peft without it (before 0.21)."""
     from peft import LoraConfig
 
     try:
@@ -137,31 +162,19 @@ def experts_kept_off(model, targets: list[str]) -> tuple[list[str], str | None]:
             convert_peft_config_for_transformers,
             get_model_conversion_mapping,
         )
-
-        probe = LoraConfig(r=8, target_modules=list(targets))
-        convert_peft_config_for_transformers(probe, model=model, conversions=get_model_conversion_mapping(model))
-        moved = sorted(set(targets) - set(probe.target_modules or ())) if probe.target_parameters else []
-    except (ImportError, AttributeError, TypeError):
-        from generator.catalog.peft_moe import MOVED_NAMES, mlp_names_reach_linears
-
-        model_type = str(getattr(model.config, "model_type", ""))
-        moved = [] if mlp_names_reach_linears(model_type) else [t for t in targets if t[:-5] in MOVED_NAMES]
-    kept = [t for t in targets if t not in moved]
-    if not moved or not kept:  # nothing else to adapt: peft's choice stands
-        return targets, None
-    return kept, (
-        f"LoRA: {', '.join(moved)} left out: peft would move them onto {model.config.model_type}'s fused routed "
-        f"experts (a weight gradient for every expert, which the plan does not price); adapting {', '.join(kept)}. "
-        "--lora-targets names them to train the experts anyway."
-    )
+    except ImportError:
+        return False
+    probe = LoraConfig(r=8, target_modules=list(targets))
+    convert_peft_config_for_transformers(probe, model=model, conversions=get_model_conversion_mapping(model))
+    return bool(probe.target_parameters)
 
 
 def linear_targets(model, names: list[str]) -> list[str]:
-    """The default targets that name nn.Linear layers of this model (all of them in the llama family). peft 0.21 maps
-    gate_proj/up_proj/down_proj onto the 3-D experts of MoE architectures it knows (OLMoE, Qwen3-MoE, DeepSeek-V3:
-    at r=16, 268M adapter parameters on transformers' default OlmoeConfig), which neither the estimate nor Mixtral's
-    run does;
-    an explicit --lora-targets still reaches them. Unchanged where none is a Linear (peft then names the problem)."""
+    """The default targets that name nn.Linear layers of this model (all of them in the llama family). On an MoE with
+    no Linear of the MLP names (OLMoE, Qwen3-MoE, Mixtral: fused experts only) that drops gate/up/down_proj, which
+    peft would turn into adapters on every routed expert (OLMoE's default config at r=16: 268M adapter parameters
+    under 0.21.2 and 0.22.0 alike), which neither the estimate nor Mixtral's run does; an explicit --lora-targets
+    still reaches them. Unchanged where none is a Linear (peft then names the problem)."""
     import torch
 
     present = {name.rsplit(".", 1)[-1] for name, m in model.named_modules() if isinstance(m, torch.nn.Linear)}

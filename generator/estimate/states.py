@@ -100,11 +100,12 @@ def adapted_modules(model: ModelSpec, targets: tuple[str, ...] = LORA_TARGETS) -
 
 
 def moe_mlp_linears_adapted(model: ModelSpec, targets: tuple[str, ...]) -> tuple[tuple[str, int, int, int], ...]:
-    """An MoE's Linears that the llama MLP targets reach by name, at their own widths (ModelSpec.layer_linears): peft
-    matches gate_proj, up_proj and down_proj on every Linear so named, so where it does not move those names onto the
-    fused routed experts (catalog.peft_moe) it adapts the shared expert's (Qwen1.5-MoE's shared_expert: 3 of its 7
-    adapters a layer, 58% of their width, checked with peft 0.21 by tests/test_estimate_lora_own_linears.py); none
-    where the experts are fused tensors and no Linear has those names (Mixtral)."""
+    """An MoE's Linears that the llama MLP targets reach by name, at their own widths (ModelSpec.layer_linears):
+    train.py's default adapts gate_proj, up_proj and down_proj on every Linear so named, never the fused routed
+    experts, except where peft 0.21 moves those names onto the experts and it leaves them out (catalog.peft_moe): so the
+    shared expert's (Qwen1.5-MoE's shared_expert: 3 of its 7 adapters a layer, 58% of their width, checked with peft
+    0.21.2 and 0.22.0 by tests/test_estimate_lora_own_linears.py); none where the experts are fused tensors and no
+    Linear has those names (Mixtral)."""
     if not model.num_experts or not mlp_names_reach_linears(model.model_type):
         return ()
     leaves = {f"{t}_proj" for t in targets if t in MOVED_NAMES}

@@ -27,6 +27,7 @@ import time
 import torch
 from torch import nn
 
+from generator.catalog.peft_moe import default_moe_targets
 from generator.probe.clock import Clock
 
 HIDDEN, HEADS, KV_HEADS, HEAD_DIM, INTER, TOKENS, LAYERS = 128, 4, 2, 32, 256, 64, 8
@@ -66,8 +67,11 @@ def train_py_model(model, variant: str, compiled: bool, liger: bool, moe: bool =
     if variant == "lora":
         from peft import LoraConfig, get_peft_model
 
-        present = {name.rsplit(".", 1)[-1] for name, m in model.named_modules() if isinstance(m, nn.Linear)}
+        linears = [name for name, m in model.named_modules() if isinstance(m, nn.Linear)]
+        present = {name.rsplit(".", 1)[-1] for name in linears}
         targets = [t for t in LORA_TARGETS if t in present] or "all-linear"  # the plan's targets for such a model
+        if moe and targets != "all-linear":  # as train.py: no adapter on the fused routed experts (catalog.peft_moe)
+            targets = default_moe_targets(str(model.config.model_type), targets, linears)[0]
         model = get_peft_model(model, LoraConfig(r=16, lora_alpha=32, lora_dropout=0.0, target_modules=targets))
     if compiled:
         layers = model.config.num_hidden_layers
