@@ -49,17 +49,17 @@ def test_other_strategy_lines_quote_the_table_and_never_call_a_faster_one_a_tie(
 
 
 def test_forced_ddp_that_does_not_fit_says_the_sharded_strategies_are_faster_not_tied():
-    p = plan(strategy="ddp", num_gpus=8)
+    p = plan(strategy="ddp", num_gpus=8, compile_layers=False)  # eager: compiled, DDP fits (test_plan_cli)
     assert p.forced
     line = next(r for r in p.reasons if r.startswith("hsdp fits"))
     assert "faster" in line and "tie" not in line
 
 
 def test_forced_ddp_says_why_it_moved_from_eight_gpus_to_one_and_what_the_batch_became():
-    auto, p = plan(), plan(strategy="ddp")
+    auto, p = plan(), plan(strategy="ddp", compile_layers=False)  # eager: compiled, DDP fits on 8 (test_plan_cli)
     assert (auto.num_processes, p.num_processes) == (8, 1)  # the change the issue found silent
     count = next(r for r in p.reasons if r.startswith("ddp on 1 GPU where auto's hsdp uses 8"))
-    two_gpus = plan(strategy="ddp", num_gpus=2, micro_batch=1, grad_checkpointing="on")
+    two_gpus = plan(strategy="ddp", num_gpus=2, micro_batch=1, grad_checkpointing="on", compile_layers=False)
     assert "on 2 GPUs even its leanest setting" in count and f"needs {two_gpus.estimate.reserved_gb:.1f} GB" in count
     batch = next(r for r in p.reasons if r.startswith(f"micro-batch {p.workload.micro_batch},"))
     assert f"where auto's plan has micro-batch {auto.workload.micro_batch}" in batch
