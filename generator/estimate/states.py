@@ -66,9 +66,11 @@ def named_targets(model: ModelSpec, targets: tuple[str, ...]) -> tuple[str, ...]
     """The llama-named targets the model's decoder layers hold as Linears (all of them where the names are not read:
     the llama family), as peft matches names and train.py's default keeps those a model has
     (training/model.linear_targets)."""
-    if model.linear_names is None or model.num_experts:
+    if model.linear_names is None:
         return targets
-    return tuple(t for t in targets if f"{t}_proj" in model.linear_names)
+    # an MoE's MLP names are settled apart (adapted_targets, moe_mlp_linears_adapted); its attention names are read
+    # like a dense model's: DeepSeek's MLA has q_proj (or q_a/q_b_proj) and o_proj, no k_proj or v_proj
+    return tuple(t for t in targets if f"{t}_proj" in model.linear_names or (model.num_experts and t in MOVED_NAMES))
 
 
 def linear_dims(model: ModelSpec) -> dict[str, tuple[int, int]]:
@@ -94,9 +96,16 @@ def adapted_modules(model: ModelSpec, targets: tuple[str, ...] = LORA_TARGETS) -
     (ModelSpec.layer_linears) where own_linears_adapted, else the targets by their llama names (linear_dims)."""
     if own_linears_adapted(model, targets):
         return tuple((name, a, b, n) for name, a, b, n in model.layer_linears)
-    dims = linear_dims(model)
+    dims = {**linear_dims(model), **(_own_attention_dims(model) if model.num_experts else {})}
     named = tuple((t, *dims[t], target_layers(model, t)) for t in adapted_targets(model, targets))
     return named + moe_mlp_linears_adapted(model, targets)
+
+
+def _own_attention_dims(model: ModelSpec) -> dict[str, tuple[int, int]]:
+    """An MoE's attention projections at the widths its built blocks give them (ModelSpec.layer_linears), where the
+    llama widths do not hold: MLA's o_proj reads heads x v_head_dim, its q_proj heads x qk_head_dim."""
+    own = {name.rsplit(".", 1)[-1]: (a, b) for name, a, b, _ in model.layer_linears}
+    return {t: own[f"{t}_proj"] for t in ("q", "k", "v", "o") if f"{t}_proj" in own}
 
 
 def moe_mlp_linears_adapted(model: ModelSpec, targets: tuple[str, ...]) -> tuple[tuple[str, int, int, int], ...]:
