@@ -68,9 +68,13 @@ def named_targets(model: ModelSpec, targets: tuple[str, ...]) -> tuple[str, ...]
     (training/model.linear_targets)."""
     if model.linear_names is None:
         return targets
-    # an MoE's MLP names are settled apart (adapted_targets, moe_mlp_linears_adapted); its attention names are read
-    # like a dense model's: DeepSeek's MLA has q_proj (or q_a/q_b_proj) and o_proj, no k_proj or v_proj
-    return tuple(t for t in targets if f"{t}_proj" in model.linear_names or (model.num_experts and t in MOVED_NAMES))
+    if not model.num_experts:
+        return tuple(t for t in targets if f"{t}_proj" in model.linear_names)
+    # an MoE's MLP names are settled apart (adapted_targets, moe_mlp_linears_adapted); its attention names are those
+    # its blocks hold, of every kind (a hybrid's first block may have none: Qwen3-Next's linear attention), as
+    # target_layers counts them: DeepSeek's MLA has q_proj (or q_a/q_b_proj) and o_proj, no k_proj or v_proj
+    leaves = {name.rsplit(".", 1)[-1] for name, _, _, _ in model.layer_linears}
+    return tuple(t for t in targets if t in MOVED_NAMES or not leaves or f"{t}_proj" in leaves)
 
 
 def linear_dims(model: ModelSpec) -> dict[str, tuple[int, int]]:
