@@ -128,6 +128,13 @@ def _alive(pid: int) -> bool:
     return state != "Z"  # a killed orphan may wait as a zombie when the container's init does not reap
 
 
+def _sigint_as_in_a_terminal():
+    """The plan runs with Ctrl-C delivered and default, as from a shell: a pytest-xdist worker can hand its children
+    SIGINT blocked or ignored, and then the parent below never sees the signal this test sends."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_kills_the_trial_process_group(tmp_path):
     pids = tmp_path / "pids"
     env = {**fake_env(tmp_path), "FAKE_HANG": str(pids)}
@@ -135,7 +142,9 @@ def test_ctrl_c_kills_the_trial_process_group(tmp_path):
     cmd = [sys.executable, "-m", "generator", "plan", "--model", "mistral-7b", "--machine", "h200-sxm-2",
            "--num-gpus", "1", "--seq-len", "256", "--trial", "--calibration-file", str(tmp_path / "cal.json"),
            "--model-dir", config_dir(tmp_path), "--output", str(tmp_path / "x.yaml")]  # fmt: skip
-    parent = subprocess.Popen(cmd, cwd=ROOT, env=e, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    parent = subprocess.Popen(
+        cmd, cwd=ROOT, env=e, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, preexec_fn=_sigint_as_in_a_terminal
+    )
     try:
         deadline = time.monotonic() + 60
         while not (pids.exists() and len(pids.read_text().split()) == 2):
