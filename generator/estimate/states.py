@@ -73,8 +73,17 @@ def named_targets(model: ModelSpec, targets: tuple[str, ...]) -> tuple[str, ...]
     # an MoE's MLP names are settled apart (adapted_targets, moe_mlp_linears_adapted); its attention names are those
     # its blocks hold, of every kind (a hybrid's first block may have none: Qwen3-Next's linear attention), as
     # target_layers counts them: DeepSeek's MLA has q_proj (or q_a/q_b_proj) and o_proj, no k_proj or v_proj
-    leaves = {name.rsplit(".", 1)[-1] for name, _, _, _ in model.layer_linears}
+    leaves = linears_by_leaf(model)
     return tuple(t for t in targets if t in MOVED_NAMES or not leaves or f"{t}_proj" in leaves)
+
+
+def linears_by_leaf(model: ModelSpec) -> dict[str, tuple[tuple[str, int, int, int], ...]]:
+    """The decoder blocks' Linears (ModelSpec.layer_linears) by their last name, which is what peft matches a target
+    against: where several blocks' kinds share a name (a hybrid's, an MLA's), each entry in layer_linears' order."""
+    found: dict[str, list[tuple[str, int, int, int]]] = {}
+    for linear in model.layer_linears:
+        found.setdefault(linear[0].rsplit(".", 1)[-1], []).append(linear)
+    return {leaf: tuple(linears) for leaf, linears in found.items()}
 
 
 def linear_dims(model: ModelSpec) -> dict[str, tuple[int, int]]:
@@ -108,8 +117,8 @@ def adapted_modules(model: ModelSpec, targets: tuple[str, ...] = LORA_TARGETS) -
 def _own_attention_dims(model: ModelSpec) -> dict[str, tuple[int, int]]:
     """An MoE's attention projections at the widths its built blocks give them (ModelSpec.layer_linears), where the
     llama widths do not hold: MLA's o_proj reads heads x v_head_dim, its q_proj heads x qk_head_dim."""
-    own = {name.rsplit(".", 1)[-1]: (a, b) for name, a, b, _ in model.layer_linears}
-    return {t: own[f"{t}_proj"] for t in ("q", "k", "v", "o") if f"{t}_proj" in own}
+    own = linears_by_leaf(model)
+    return {t: own[f"{t}_proj"][-1][1:3] for t in ("q", "k", "v", "o") if f"{t}_proj" in own}
 
 
 def moe_mlp_linears_adapted(model: ModelSpec, targets: tuple[str, ...]) -> tuple[tuple[str, int, int, int], ...]:
@@ -129,8 +138,7 @@ def target_layers(model: ModelSpec, target: str) -> float:
     """Decoder layers holding the llama-named projection `target` (q -> q_proj): those of the built model's blocks
     that have it (a hybrid's attention projections are in its attention layers only: Qwen3-Next's 12 of 48), else
     every layer (a closed-form family, or a model whose blocks do not name it)."""
-    leaf = f"{target}_proj"
-    held = sum(n for name, _, _, n in model.layer_linears if name.rsplit(".", 1)[-1] == leaf)
+    held = sum(n for *_, n in linears_by_leaf(model).get(f"{target}_proj", ()))
     return min(held, model.num_layers) if held else model.num_layers
 
 
