@@ -129,8 +129,10 @@ def _alive(pid: int) -> bool:
 
 
 def _sigint_as_in_a_terminal():
-    """The plan runs with Ctrl-C delivered and default, as from a shell: a pytest-xdist worker can hand its children
-    SIGINT blocked or ignored, and then the parent below never sees the signal this test sends."""
+    """The plan runs with Ctrl-C delivered and default, as from a terminal. A suite started in the background of a
+    non-interactive shell runs with SIGINT and SIGQUIT ignored (POSIX: `cmd &` without job control; under `nohup`
+    SIGHUP too: SigIgn 0x7, as the xdist worker read), every process of it inherits that, and the plan below would
+    never see the signal this test sends."""
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
