@@ -125,12 +125,18 @@ def test_qlora_and_forced_ddp_never_get_a_layout():
 
 
 def test_planner_stays_fast():
+    """A tensor/context-parallel search at 131k tokens on eight GPUs plans well under a second: 0.2-0.35 s of CPU a
+    plan alone on a 2-core CPU machine. The best of three rounds is read: one round read 1.01 s inside a full xdist
+    worker (2026-12-07), whose process time holds whatever else that process was doing."""
     import time
 
-    start = time.process_time()
-    _outcome("hgx-h200-8", "llama-3.1-8b", method="lora", seq_len=131072)
-    _outcome("h200-nvl-8", "llama-3.1-8b", method="lora", seq_len=131072)
-    assert (time.process_time() - start) / 2 < 1.0
+    def cpu_s_a_plan() -> float:
+        start = time.process_time()
+        _outcome("hgx-h200-8", "llama-3.1-8b", method="lora", seq_len=131072)
+        _outcome("h200-nvl-8", "llama-3.1-8b", method="lora", seq_len=131072)
+        return (time.process_time() - start) / 2
+
+    assert min(cpu_s_a_plan() for _ in range(3)) < 1.0
 
 
 def test_forced_sizes_are_taken_or_refused_in_one_line():
