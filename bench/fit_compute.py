@@ -45,8 +45,8 @@ from bench.results_rows import RESULTS_DIR, load_files, load_rows  # noqa: E402
 from generator.catalog.gpus import find_gpu  # noqa: E402
 from generator.estimate import compute_source  # noqa: E402
 from generator.estimate.compute_table import from_document  # noqa: E402
+from generator.estimate.lora_targets import named_targets  # noqa: E402
 from generator.estimate.scripts import ALL_LINEAR  # noqa: E402
-from generator.estimate.states import named_targets  # noqa: E402
 from generator.model import load_model  # noqa: E402
 from generator.probe import compute_grid as grid  # noqa: E402
 

@@ -11,8 +11,8 @@ from bench.run_matrix import BENCH_DOC_TOKENS
 from bench.wires import NVLINK
 from generator.catalog.gpus import find_gpu
 from generator.estimate import Workload
+from generator.estimate.lora_targets import named_targets
 from generator.estimate.scripts import ALL_LINEAR
-from generator.estimate.states import named_targets
 from generator.model import ModelSpec, load_model, spec_from_any_config
 from generator.model.presets import preset_config
 

@@ -195,7 +195,7 @@ WHY_VALIDATION_MISSED: dict[str, str | tuple[str, ...]] = {
         "peft's source, fitted on no row: peft adapts gate_proj, up_proj and down_proj by name on its shared "
         "expert's Linears (qwen2_moe's names are not moved onto the fused experts), 3 of the 7 adapters a layer "
         "and 58% of their width, which the estimate priced on the memory side only (estimate.lora_saved) and left "
-        "out of the adapters' GEMMs, passes, host time and states (estimate.states.moe_mlp_linears_adapted; "
+        "out of the adapters' GEMMs, passes, host time and states (estimate.lora_targets.moe_mlp_linears_adapted; "
         "tests/test_estimate_lora_own_linears.py checks the count against peft's). bf16 +12.5% -> +1.4%, float8 "
         "+15.9% -> +10.4%, and +5.2% with the compiled adapters repriced (below); its float8 lever is priced from "
         "the operators; the H200's own float8 layer row is bench/README Next 5.",

@@ -24,7 +24,7 @@ RANK = 4  # _train_py_adapters' --lora-r
     ids=["deepseek-mla", "deepseek-mla-q-lora", "qwen2-moe", "olmoe", "mixtral"],
 )
 def test_the_estimate_counts_the_adapters_train_py_builds(model_type, extra):
-    from generator.estimate.states import lora_params
+    from generator.estimate.lora_targets import lora_params
     from generator.estimate.types import Workload
     from generator.model.loading import spec_from_any_config
 

@@ -1,7 +1,7 @@
 """LoRA on an architecture beyond the llama names: train.py passes `--lora-targets all-linear` there and peft adapts
 every Linear of the decoder blocks (one fused qkv_proj, no gate where the MLP has none). The estimate prices those
-adapters (estimate.states.own_linears_adapted), not the llama family's seven: what a tiny model of each family keeps
-under peft on the CPU, and peft's own count of trainable parameters. Priced by the llama names, the fused-qkv
+adapters (estimate.lora_targets.own_linears_adapted), not the llama family's seven: what a tiny model of each family
+keeps under peft on the CPU, and peft's own count of trainable parameters. Priced by the llama names, the fused-qkv
 families read 11-21% over what they keep and the GELU-MLP ones 4-6% (bench/scripts/saved_audit.py --method lora)."""
 
 from __future__ import annotations
@@ -45,8 +45,8 @@ def _spec_and_trained(tmp_path: Path, model_type: str, targets):
 
 @pytest.mark.parametrize("model_type", FAMILIES_OWN)
 def test_adapter_parameters_are_what_peft_trains(tmp_path: Path, model_type):
+    from generator.estimate.lora_targets import lora_params, own_linears_adapted
     from generator.estimate.scripts import ALL_LINEAR
-    from generator.estimate.states import lora_params, own_linears_adapted
 
     spec, trained = _spec_and_trained(tmp_path, model_type, "all-linear")
     assert lora_params(spec, 8, ALL_LINEAR) == trained
@@ -58,9 +58,9 @@ def test_an_moe_s_default_targets_price_the_adapters_peft_trains(tmp_path: Path,
     """train.py's default targets on a mixture of experts: gate_proj, up_proj and down_proj on every Linear so named,
     named by parent so that no peft adapts the fused routed experts through them, unless peft 0.21 moves them onto
     those experts (train.py then leaves them out: catalog.peft_moe), so Qwen2-MoE's shared expert takes three adapters a
-    layer beside the attention's four (estimate.states.moe_mlp_linears_adapted) under peft 0.21 and 0.22; priced
+    layer beside the attention's four (estimate.lora_targets.moe_mlp_linears_adapted) under peft 0.21 and 0.22; priced
     without them, Qwen1.5-MoE's LoRA steps read 12-16% fast on one H200 (bench/README, twenty-seventh session)."""
-    from generator.estimate.states import LORA_TARGETS, lora_params
+    from generator.estimate.lora_targets import LORA_TARGETS, lora_params
     from training.args import DEFAULT_LORA_TARGETS
     from training.model import experts_kept_off, linear_targets
 

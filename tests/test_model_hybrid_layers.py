@@ -88,8 +88,8 @@ def test_window_groups_share_the_model_s_linears(recurrent_gemma):
     its two layers)."""
     from generator.estimate.activations import _layer_bytes
     from generator.estimate.attention import layer_groups
+    from generator.estimate.lora_targets import lora_params
     from generator.estimate.scripts import ALL_LINEAR
-    from generator.estimate.states import lora_params
     from generator.estimate.types import Workload
 
     spec = recurrent_gemma
@@ -103,8 +103,8 @@ def test_window_groups_share_the_model_s_linears(recurrent_gemma):
 
 def test_attention_adapters_sit_in_attention_layers_only(tmp_path: Path):
     """Qwen3-Next adapts q/k/v/o by name (an MoE): in its attention layers, two of six here, not in all six."""
+    from generator.estimate.lora_targets import adapted_modules, target_layers
     from generator.estimate.scripts import ALL_LINEAR
-    from generator.estimate.states import adapted_modules, target_layers
 
     spec = _spec(tmp_path, "qwen3_next")
     assert target_layers(spec, "q") == 2 and target_layers(spec, "gate") == spec.num_layers

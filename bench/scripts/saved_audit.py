@@ -137,16 +137,17 @@ def count_one(
 ) -> dict:
     """One family's middle layer counted and priced. method "lora": peft's adapters (r 16, no dropout) on the bf16
     base under bf16 autocast, on what train.py adapts: all-linear on a dense architecture beyond the llama names
-    (estimate.states.own_linears_adapted), else the llama names the model has (an MoE's attention). `attention`: the
-    kernel (sdpa where the class has it, else eager). `compiled`: each decoder layer past the first through
-    AOTAutograd with inductor's min-cut partitioner (which decides what is saved and what recomputed; the graphs run
-    uncompiled, so no C++ toolchain), as train.py's float8 and --compile-layers compile them, priced as such."""
+    (estimate.lora_targets.own_linears_adapted), else the llama names the model has (an MoE's attention).
+    `attention`: the kernel (sdpa where the class has it, else eager). `compiled`: each decoder layer past the first
+    through AOTAutograd with inductor's min-cut partitioner (which decides what is saved and what recomputed; the
+    graphs run uncompiled, so no C++ toolchain), as train.py's float8 and --compile-layers compile them, priced as
+    such."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
     from generator.estimate.activations import activation_terms
+    from generator.estimate.lora_targets import own_linears_adapted
     from generator.estimate.scripts import ALL_LINEAR, lora_modules
-    from generator.estimate.states import own_linears_adapted
     from generator.estimate.types import Workload
     from generator.model import load_model
 

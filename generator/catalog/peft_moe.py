@@ -19,8 +19,8 @@ for every expert). Checked on transformers 5.25 with train.py's default targets 
 So that a plan holds under either, train.py's default keeps 0.21's adapters (training/model.py experts_kept_off,
 through default_moe_targets here): on the types listed below the MLP names are left out (their shared experts and
 dense MLPs take no adapter), elsewhere they are named by parent (Qwen1.5-MoE's shared expert keeps its three). The
-estimate prices that (estimate.states.moe_mlp_linears_adapted, estimate.lora_saved.lora_saved_delta_per_token), and
-the plan's TRL line names the projections. Planning imports no peft, hence the table."""
+estimate prices that (estimate.lora_targets.moe_mlp_linears_adapted, estimate.lora_saved.lora_saved_delta_per_token),
+and the plan's TRL line names the projections. Planning imports no peft, hence the table."""
 
 from __future__ import annotations
 

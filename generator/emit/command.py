@@ -7,8 +7,8 @@ from collections.abc import Mapping, Sequence
 
 from generator.emit.script_cli import custom_words, trainer_words
 from generator.estimate.attention import ATTN_IMPLEMENTATION
+from generator.estimate.lora_targets import own_linears_adapted
 from generator.estimate.scripts import ALL_LINEAR, lora_modules
-from generator.estimate.states import own_linears_adapted
 from generator.estimate.types import DEFAULT_LOAD_DTYPE
 from generator.model.presets import launch_model
 from generator.plan.types import Plan

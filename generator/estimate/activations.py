@@ -18,12 +18,12 @@ from __future__ import annotations
 from generator.estimate.attention import kernel_path, kernel_path_of_count, layer_groups, mask_bytes
 from generator.estimate.layer_saved import layer_saved_bytes_per_token, residual_bytes
 from generator.estimate.lora_saved import lora_saved_delta_per_token
+from generator.estimate.lora_targets import adapted_targets
 from generator.estimate.loss import LOSS_BACKWARD_BYTES, LOSS_FORWARD_BYTES, fused_head_bytes, logits_kept_bytes
 from generator.estimate.moe import backward_transient_routes, expert_params
 from generator.estimate.own_layer import compiled_count, counted_stream, own_layer_delta
 from generator.estimate.precision import fp8_matmul_params
 from generator.estimate.scripts import liger_fused_loss, liger_kernels, script_facts
-from generator.estimate.states import adapted_targets
 from generator.estimate.types import Workload
 from generator.model.types import ModelSpec
 

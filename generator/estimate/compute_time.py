@@ -25,9 +25,9 @@ from generator.estimate.compute_table import (
 )
 from generator.estimate.host_time import host_layer_s, host_scale, host_step_s, model_key
 from generator.estimate.layer_rows import anchor, expert_impl
+from generator.estimate.lora_targets import adapted_modules
 from generator.estimate.passes import elementwise_bytes, pass_bytes
 from generator.estimate.scripts import liger_kernels
-from generator.estimate.states import adapted_modules
 from generator.estimate.types import Workload
 from generator.model.types import ModelSpec
 

@@ -4,8 +4,7 @@ inputs no longer kept, the adapters' own input copies and rank-r outputs, dropou
 from __future__ import annotations
 
 from generator.estimate.layer_saved import head_norm_bytes, o_proj_input_bytes
-from generator.estimate.moe import shared_mlp
-from generator.estimate.states import (
+from generator.estimate.lora_targets import (
     LORA_TARGETS,
     adapted_input_width,
     adapted_modules,
@@ -15,6 +14,7 @@ from generator.estimate.states import (
     own_linears_adapted,
     target_layers,
 )
+from generator.estimate.moe import shared_mlp
 from generator.model.types import ModelSpec
 
 # Dropout's saved mask, bytes per element: CUDA's native_dropout keeps a bool mask (ATen Dropout.cu allocates it as
@@ -45,14 +45,14 @@ def lora_saved_delta_per_token(
     window mask): 14,600 bytes per token and layer besides weights and the mask bias; the formula with this term
     14,560 (the rest: SDPA's fp32 log-sum-exp and RMSNorm's rstd), without it 13,312. An MoE's routed experts are not
     adapted: its attention's q, k, v and o are, and the Linears the MLP names reach (a shared expert's gate, up and
-    down: states.moe_mlp_linears_adapted; Qwen2-MoE's counted in tests/test_estimate_lora_own_linears.py).
+    down: lora_targets.moe_mlp_linears_adapted; Qwen2-MoE's counted in tests/test_estimate_lora_own_linears.py).
     `compiled` (each decoder layer under torch.compile, as fp8 runs): the casts are traced, so the graph saves one bf16
     copy per distinct input, not one per adapter: q, k and v share one, gate and up another (2 x 3h bytes per token
     and layer fewer; measured 12.5 GB less at 16,384 tokens on Mistral-7B, the formula 12.9: bench/REPORT.md).
     `targets`: the adapted projections (Workload.lora_targets). `dropout` > 0 (TRL's CLI default 0.05): peft runs
     `lora_A(dropout(x))` on each adapter's own fp32 copy of the input, and dropout keeps its bool mask (1 byte per
     input element) for backward; the dropped tensor itself is what lora_A's bf16 copy is made from. On an
-    architecture beyond the llama names, all-linear adapts its own Linears (states.own_linears_adapted: one copy
+    architecture beyond the llama names, all-linear adapts its own Linears (lora_targets.own_linears_adapted: one copy
     for a fused qkv_proj, none for a gate it does not have); compiled, those the forward hands one tensor keep one
     copy (LayerSaved.shared_inputs, found at sizing: Phi's q, k, v and fc1, StarCoder2's q, k and v). On one H200
     (h200-x1-families-layernorm-2026-12-05.json) Phi's and StarCoder2's float8 all-linear LoRA kept 12.0 KB a token

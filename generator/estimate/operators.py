@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from generator.catalog.gpus import fp8_aligned
+from generator.estimate.lora_targets import adapted_modules
 from generator.estimate.moe import expert_layer_count, expert_matrices, expert_rows
-from generator.estimate.states import adapted_modules
 from generator.estimate.types import Workload
 from generator.model.types import ModelSpec
 

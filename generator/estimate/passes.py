@@ -38,9 +38,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from generator.estimate.lora_targets import adapted_input_width
 from generator.estimate.moe import expert_rows, gated_experts, shared_mlp
 from generator.estimate.scripts import liger_fused_loss, liger_kernels
-from generator.estimate.states import adapted_input_width, qlora_kept_bytes
+from generator.estimate.states import qlora_kept_bytes
 from generator.estimate.types import Workload
 from generator.model.types import ModelSpec
 

@@ -17,7 +17,7 @@ Script = Literal["train.py", "trainer", "custom"]
 """train.py (this repository's), trainer (transformers Trainer / TRL SFTTrainer), custom (a plain Accelerate loop)."""
 SCRIPTS: tuple[str, ...] = get_args(Script)
 ALL_LINEAR = ("q", "k", "v", "o", "gate", "up", "down")
-"""Every linear projection of a decoder layer (MoE experts are not adapted: estimate.states.lora_params)."""
+"""Every linear projection of a decoder layer (MoE experts are not adapted: estimate.lora_targets.lora_params)."""
 QV = ("q", "v")
 """peft's default LoRA targets for llama-family models."""
 

@@ -10,7 +10,8 @@ from generator.estimate import operators as ops
 from generator.estimate.compute_source import fitted
 from generator.estimate.compute_table import ComputeTable
 from generator.estimate.compute_time import forward_passes, gemms_s
-from generator.estimate.states import load_bytes, lora_params, qlora_unquantised_params, shard_count, trainable_params
+from generator.estimate.lora_targets import lora_params
+from generator.estimate.states import load_bytes, qlora_unquantised_params, shard_count, trainable_params
 from generator.estimate.types import Placement, Workload
 from generator.model.types import ModelSpec
 
