@@ -90,8 +90,8 @@ def moe_mlp_linears_adapted(model: ModelSpec, targets: tuple[str, ...]) -> tuple
     Linear has those names (Mixtral)."""
     if not model.num_experts or not mlp_names_reach_linears(model.model_type):
         return ()
-    leaves = {f"{t}_proj" for t in targets if t in MOVED_NAMES}
-    return tuple((name, a, b, n) for name, a, b, n in model.layer_linears if name.rsplit(".", 1)[-1] in leaves)
+    by_leaf = linears_by_leaf(model)
+    return tuple(linear for t in targets if t in MOVED_NAMES for linear in by_leaf.get(f"{t}_proj", ()))
 
 
 def target_layers(model: ModelSpec, target: str) -> float:
