@@ -27,7 +27,7 @@ pytest.importorskip("transformers")
 def _saved_bytes(seq: int, kv_heads: int, enable_gqa: bool) -> tuple[int, list]:
     """Bytes autograd keeps for one SDPA call of 8 query heads over `kv_heads` key heads at `seq` tokens, run through
     the count's stand-in on meta, and what the stand-in reported for it."""
-    from generator.model.saved_count import _stand_ins
+    from generator.model.count_attention import stand_ins
 
     calls: list = []
     q = torch.empty(1, 8, seq, 16, device="meta", dtype=torch.bfloat16, requires_grad=True)
@@ -39,7 +39,7 @@ def _saved_bytes(seq: int, kv_heads: int, enable_gqa: bool) -> tuple[int, list]:
         kept[id(t.untyped_storage())] = t.untyped_storage().nbytes()
         return t
 
-    with _stand_ins(lambda *a: calls.append(a)), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+    with stand_ins(lambda *a: calls.append(a)), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=enable_gqa)
     return sum(kept.values()), calls
 

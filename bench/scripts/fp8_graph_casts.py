@@ -24,8 +24,8 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from generator.model import compiled_count as cc  # noqa: E402
+from generator.model.count_attention import counted_kernel  # noqa: E402
 from generator.model.meta import _decoder_block, class_attentions  # noqa: E402
-from generator.model.saved_count import counted_kernel  # noqa: E402
 from generator.probe.compute_layers import hf_config_dict  # noqa: E402
 
 FLOAT8 = (torch.float8_e4m3fn, torch.float8_e5m2)

@@ -84,8 +84,8 @@ def _inputs(model, stack, block: int, kernel: str, weights) -> dict:
     which of its GEMM modules are handed the same tensor."""
     import torch
 
+    from generator.model.count_attention import decoder, set_kernel, stand_ins
     from generator.model.cuda_autocast import cuda_autocast
-    from generator.model.saved_count import _decoder, _set_kernel, _stand_ins
 
     model.to(weights).requires_grad_(False)
     captured: dict = {"weights": weights}
@@ -101,9 +101,9 @@ def _inputs(model, stack, block: int, kernel: str, weights) -> dict:
     hidden = model.get_input_embeddings().weight.shape[-1]
     embeds = torch.empty(1, TOKENS, hidden, device="meta", dtype=weights)
     try:
-        with _stand_ins(lambda *a: None), cuda_autocast(), torch.no_grad():
-            _set_kernel(model, kernel)
-            _decoder(model)(inputs_embeds=embeds, use_cache=False)
+        with stand_ins(lambda *a: None), cuda_autocast(), torch.no_grad():
+            set_kernel(model, kernel)
+            decoder(model)(inputs_embeds=embeds, use_cache=False)
     finally:
         for hook in hooks:
             hook.remove()
@@ -202,8 +202,8 @@ def partitioned(layer, captured: dict, forward_graph, backward_graph=None) -> No
     from functorch.compile import aot_module, min_cut_rematerialization_partition
     from torch._inductor.decomposition import select_decomp_table
 
+    from generator.model.count_attention import stand_ins
     from generator.model.cuda_autocast import cuda_autocast
-    from generator.model.saved_count import _stand_ins
 
     # inductor's own decompositions (torch._inductor.compile_fx hands aot_autograd the same table): the partitioner
     # then sees a LayerNorm and a GELU as the pointwise chains inductor compiles, and recomputes them rather than keep
@@ -217,7 +217,7 @@ def partitioned(layer, captured: dict, forward_graph, backward_graph=None) -> No
         args = (args[0].detach().requires_grad_(True), *args[1:])
     else:
         kwargs["hidden_states"] = kwargs["hidden_states"].detach().requires_grad_(True)
-    with _stand_ins(lambda *a: None), cuda_autocast():
+    with stand_ins(lambda *a: None), cuda_autocast():
         out = compiled(*args, **kwargs)
         if backward_graph is not None:
             (out[0] if isinstance(out, tuple) else out).float().sum().backward()

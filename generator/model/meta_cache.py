@@ -1,9 +1,9 @@
 """Counts of a model built on the meta device, kept on disk. The build imports torch and transformers (3-15 s), so a
 second plan of the same architecture answers from this file with neither imported. An entry is keyed by the config,
-the installed transformers and torchao and the code that counts (generator/model/meta.py, saved_count.py, pass_count.py,
-cuda_autocast.py, compiled_count.py and op_count.py): a change to any of them misses, never answers stale. A cache
-that cannot be read or written is passed over (a read-only home still plans); a config transformers refuses is never
-cached, so its one-line error comes every time."""
+the installed transformers and torchao and the code that counts (generator/model/meta.py, saved_count.py,
+count_attention.py, pass_count.py, cuda_autocast.py, compiled_count.py and op_count.py): a change to any of them misses,
+never answers stale. A cache that cannot be read or written is passed over (a read-only home still plans); a config
+transformers refuses is never cached, so its one-line error comes every time."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from generator.fileio import atomic_write, user_cache_dir
 from generator.model import (
     compiled_count,
     config_dims,
+    count_attention,
     cuda_autocast,
     meta,
     op_count,
@@ -67,7 +68,17 @@ def entries(config: dict) -> tuple[Path | None, Path | None]:
         key.update(version("torchao").encode())
     except PackageNotFoundError:
         key.update(b"no torchao")
-    counters = (meta, config_dims, saved_count, saved_storages, pass_count, cuda_autocast, compiled_count, op_count)
+    counters = (
+        meta,
+        config_dims,
+        saved_count,
+        count_attention,
+        saved_storages,
+        pass_count,
+        cuda_autocast,
+        compiled_count,
+        op_count,
+    )
     for counter in counters:
         key.update(Path(counter.__file__).read_bytes())
     without = key.copy()

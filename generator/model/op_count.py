@@ -24,8 +24,8 @@ from __future__ import annotations
 
 from functools import cache
 
+from generator.model.count_attention import ATTENTION, counted_kernel, decoder, set_kernel, stand_ins
 from generator.model.cuda_autocast import cuda_autocast
-from generator.model.saved_count import ATTENTION, _decoder, _set_kernel, _stand_ins, counted_kernel
 from generator.model.types import LayerOps
 
 TOKENS = 16
@@ -75,9 +75,9 @@ def _step(model, stack, depth: int, trained: bool, kernel: str, moe: bool) -> tu
         model.to(weights).requires_grad_(trained)
         hidden = model.get_input_embeddings().weight.shape[-1]
         embeds = torch.empty(1, TOKENS, hidden, device="meta", dtype=weights, requires_grad=True)
-        with _stand_ins(lambda *a: None):
-            _set_kernel(model, kernel)
-            return _forward_backward(lambda: _decoder(model)(inputs_embeds=embeds, use_cache=False).last_hidden_state)
+        with stand_ins(lambda *a: None):
+            set_kernel(model, kernel)
+            return _forward_backward(lambda: decoder(model)(inputs_embeds=embeds, use_cache=False).last_hidden_state)
     finally:
         stack.extend(rest)
 

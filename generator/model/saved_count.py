@@ -6,16 +6,12 @@ against the decoder block that first saved it. Nothing is computed: each meta ke
 and layout, and torch writes its meta kernels to match CUDA's (layout included: the flash kernel's output follows q's),
 so the count is the GPU graph's for the model's own code, whatever its MLP, norms, projections or dropout.
 
-Attention: on meta, SDPA would take its math path and keep every score; during the count it runs the flash kernel's
-own op (aten._scaled_dot_product_flash_attention, what the GPU runs for a causal batch without a mask: it keeps q, k
-and v as given, its output laid out like q, a float per head and row; the memory-efficient op where values are
-narrower than queries, as MLA's), through transformers' attention interface where the class takes one, else in place
-of F.scaled_dot_product_attention. That is the estimator's sdpa_causal path; a model with no SDPA counts its eager
-path. A class that calls SDPA itself with fewer key heads than query heads and no enable_gqa gets no fused kernel
-on the GPU either: torch runs its math kernel there as on meta, and that is what is counted (sdpa_math).
-transformers' eager attention is counted too, for what it keeps per score (its s x s terms). Each is counted at three
-lengths, which also gives what a layer keeps whatever its tokens. An MoE's experts run transformers' grouped_mm
-path, as on an H100 or H200. Torch is imported only here, only when sizing builds a model."""
+Attention runs the flash kernel's stand-in (model.count_attention). That is the estimator's sdpa_causal path; a model
+with no SDPA counts its eager path, and one whose class calls SDPA with fewer key heads than query heads and no
+enable_gqa counts torch's math kernel, as the GPU runs it (sdpa_math). transformers' eager attention is counted too, for
+what it keeps per score (its s x s terms). Each is counted at three lengths, which also gives what a layer keeps
+whatever its tokens. An MoE's experts run transformers' grouped_mm path, as on an H100 or H200. Torch is imported only
+here and in count_attention, only when sizing builds a model."""
 
 from __future__ import annotations
 
@@ -23,6 +19,7 @@ import contextlib
 from typing import NamedTuple
 
 from generator.model.compiled_count import NOT_COUNTED, compiled_counts
+from generator.model.count_attention import counted_kernel, decoder, set_kernel, stand_ins
 from generator.model.cuda_autocast import cuda_autocast
 from generator.model.pass_count import counter
 from generator.model.saved_storages import SavedStorages
@@ -30,23 +27,12 @@ from generator.model.types import LayerSaved
 
 TOKENS = (128, 256, 512)
 """Sequence lengths of the count (batch 1): three points of a layer's bytes against its tokens."""
-ATTENTION = "saved_count"
-"""Name of the stand-in registered with transformers' attention interface (a name with "flash" in it would make
-transformers look for a flash-attention package)."""
 COUNTED_LAYERS = 6
 """Decoder blocks the count runs (the first ones; the rest are set aside for it): the first keeps the rotary tables
 every layer shares, the others are the mean."""
 LINEAR_TOLERANCE = 0.01
 """How far off the line through the first two lengths the causal path's third may be before it counts as having kept
 an s x s term."""
-
-
-def counted_kernel(model, attentions: tuple[str, ...]) -> str:
-    """The attention the counts run `model` (built on meta) with: the flash stand-in through transformers' attention
-    interface where the class takes one, else SDPA replaced by it, else (no SDPA path) eager."""
-    if getattr(type(model), "_supports_attention_backend", False):
-        return ATTENTION
-    return "sdpa" if "sdpa" in attentions else "eager"
 
 
 def layer_saved(
@@ -228,13 +214,13 @@ def _per_token(
     traffic = counter(lambda: current[0]) if counting else None
     try:
         with (
-            _stand_ins(attended),
+            stand_ins(attended),
             saved.hooks(),
             autocast,
             traffic if traffic is not None else contextlib.nullcontext(),
         ):
-            _set_kernel(model, kernel)
-            out = _decoder(model)(inputs_embeds=embeds, use_cache=False)
+            set_kernel(model, kernel)
+            out = decoder(model)(inputs_embeds=embeds, use_cache=False)
         per_layer = saved.by_owner()
         del out
     finally:
@@ -263,62 +249,3 @@ def _past_first(blocks) -> list[int]:
     """The blocks without block 0 where others remain (it keeps what all layers share)."""
     blocks = list(blocks)
     return blocks[1:] if len(blocks) > 1 and blocks[0] == 0 else blocks
-
-
-def _decoder(model):
-    """The language model's decoder, which takes inputs_embeds (a multimodal model's text decoder)."""
-    return model.get_decoder() if hasattr(model, "get_decoder") else model.base_model
-
-
-def _set_kernel(model, kernel: str) -> None:
-    if getattr(model.config, "_attn_implementation", None) != kernel:
-        model.set_attn_implementation(kernel)
-
-
-@contextlib.contextmanager
-def _stand_ins(attended):
-    """The flash kernel in place of SDPA (interface and functional), no mask built for it, and no packed-sequence
-    detection (it reads tensor values, which meta has not): for the length of one count."""
-    import torch
-    import transformers.masking_utils as masking
-    from transformers import AttentionInterface, AttentionMaskInterface
-
-    functional, aten = torch.nn.functional, torch.ops.aten
-    original_sdpa, original_packed = functional.scaled_dot_product_attention, masking.find_packed_sequence_indices
-
-    def flash(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
-        # fewer key heads than query heads without enable_gqa (Falcon-7B's multi-query in transformers 5.17, which
-        # calls SDPA itself): no fused kernel takes them, and torch runs its math kernel, which broadcasts the key
-        # heads, upcasts to fp32 and keeps every score; it is the same composite on meta, so it is run and counted
-        math = query.shape[1] != key.shape[1] and not enable_gqa
-        # a class that always builds a mask (Falcon: allow_is_causal_skip=False) runs the masked kernel on the GPU:
-        # it keeps what flash keeps besides the mask's bias, which the estimator prices on its own (mask_bytes)
-        attended(query.shape[1], attn_mask is not None, math)
-        # autocast runs SDPA in bf16 (an fp32 norm's q or k is cast; the functional call is replaced, so it is here)
-        query, key, value = (t.to(torch.bfloat16) for t in (query, key, value))
-        if math:
-            return original_sdpa(query, key, value, attn_mask, dropout_p, is_causal, scale=scale)
-        if value.shape[-1] != query.shape[-1]:  # MLA's narrower values: flash takes one head width, SDPA picks this
-            return aten._scaled_dot_product_efficient_attention(query, key, value, None, True, dropout_p, True)[0]
-        return aten._scaled_dot_product_flash_attention(query, key, value, dropout_p, True, False, scale=scale)[0]
-
-    def interface(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kwargs):
-        # transformers' own SDPA forward repeats grouped k/v or passes enable_gqa: never the math kernel
-        out = flash(query, key, value, None, dropout if module.training else 0.0, True, scaling, enable_gqa=True)
-        return out.transpose(1, 2).contiguous(), None
-
-    def softmax(*args, **kwargs):  # transformers' eager attention, over [batch, heads, queries, keys] (not a router)
-        if args[0].dim() == 4:
-            attended(args[0].shape[1], False, False)
-        return original_softmax(*args, **kwargs)
-
-    original_softmax = functional.softmax
-    AttentionInterface.register(ATTENTION, interface)  # global, and needed before the kernel is set
-    AttentionMaskInterface.register(ATTENTION, lambda *args, **kwargs: None)
-    functional.scaled_dot_product_attention, masking.find_packed_sequence_indices = flash, lambda *a, **k: None
-    functional.softmax = softmax
-    try:
-        yield
-    finally:
-        functional.scaled_dot_product_attention, masking.find_packed_sequence_indices = original_sdpa, original_packed
-        functional.softmax = original_softmax
