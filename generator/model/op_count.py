@@ -12,7 +12,7 @@ Over the whole step 15% and 72% as it is, 8.8% and 35% scaled, where the CPU's s
 loop and per-tensor norms for clipping, which a GPU's fused AdamW and foreach norm do not and this count leaves out.
 
 Counted as the host rows run a layer: transformers' code under CUDA's autocast policy (model.cuda_autocast), SDPA as
-the flash kernel (saved_count's stand-ins), an MoE's experts on transformers' grouped_mm path; a layer's ops are the
+the flash kernel (count_attention's stand-ins), an MoE's experts on transformers' grouped_mm path; a layer's ops are the
 difference between the decoder run through the block after the first of the kind and through that first block, so
 the embedding, the mask and the final norm drop out. Full: fp32 weights trained (train.py's full fine-tune; an MoE's
 in bf16, as train.py casts its experts); frozen: bf16 weights, the input requiring grad (LoRA's base); an adapter:
