@@ -234,7 +234,7 @@ def test_nothing_fits_on_a_batch_that_does_not_split_offers_batches_that_do(tmp_
 
 def test_rescue_offers_only_changes_that_alter_the_request():
     from generator.plan.types import PlanRequest
-    from generator.wizard import questions as q
+    from generator.wizard import review as q
 
     qlora = PlanRequest(method="qlora", global_batch=3, seq_len=256)
     values = [v for _, v in q.rescue_choices({"_request": qlora, "_gpus": 2, "_split": q.batches_that_split(qlora, 2)})]
@@ -266,7 +266,7 @@ def test_unticking_every_gpu_is_refused_at_the_prompt(tmp_path):
 
 def test_gpu_id_validator_and_request():
     from generator.plan.types import PlanRequest
-    from generator.wizard import questions as q
+    from generator.wizard import review as q
     from generator.wizard.validators import picked_gpus
 
     assert "at least one" in picked_gpus([], (0, 1)) and "[5]" in picked_gpus([5], (0, 1))
@@ -277,7 +277,7 @@ def test_gpu_id_validator_and_request():
 
 def test_offload_is_a_review_choice_until_allowed():
     from generator.plan.types import PlanRequest
-    from generator.wizard import questions as q
+    from generator.wizard import review as q
 
     assert "offload" in [v for _, v in q.review_choices({"_request": PlanRequest()})]
     assert "offload" not in [v for _, v in q.review_choices({"_request": PlanRequest(allow_offload=True)})]

@@ -10,6 +10,7 @@ from rich.markup import escape
 
 from generator.errors import UserError
 from generator.wizard import questions as q
+from generator.wizard import review as r
 from generator.wizard.phrasing import in_wizard_words, plan_in_wizard_words
 from generator.wizard.precision import PRECISION, for_method, fp8_gain
 from generator.wizard.runner import ask, run_questions
@@ -92,28 +93,28 @@ def review(topology, model, request, console):
         except UserError as exc:
             console.print(f"[red]{escape(in_wizard_words(str(exc)))}[/]", highlight=False)
             gpus = request.num_gpus or len(free_gpus(topology, request))
-            split = q.batches_that_split(request, gpus * request.num_machines)
-            fix = ask(q.RESCUE, {"_request": request, "_gpus": gpus, "_split": split})
+            split = r.batches_that_split(request, gpus * request.num_machines)
+            fix = ask(r.RESCUE, {"_request": request, "_gpus": gpus, "_split": split})
             if fix == "quit":
                 return None
             request = _rescued(request, fix)
             continue
         print_plan(plan_in_wizard_words(plan), "", [], console=console)
-        action = ask(q.REVIEW, {"_request": request})
+        action = ask(r.REVIEW, {"_request": request})
         if action == "quit":
             return None
         if action == "strategy":
-            request = replace(request, strategy=ask(q.STRATEGY, {"_plan": plan}))
+            request = replace(request, strategy=ask(r.STRATEGY, {"_plan": plan}))
         elif action == "gpus":
             free = range(1, len(free_gpus(topology, request)) + 1)
-            request = replace(request, num_gpus=ask(q.GPU_COUNT, {"_free": free}))
+            request = replace(request, num_gpus=ask(r.GPU_COUNT, {"_free": free}))
         elif action == "ids":
             ids = topology.indices
-            spec = replace(q.GPU_IDS, validate=lambda chosen, ids=ids: picked_gpus(chosen, ids))
-            request = q.with_gpu_ids(request, ids, ask(spec, {"_topology": topology, "_plan": plan}))
+            spec = replace(r.GPU_IDS, validate=lambda chosen, ids=ids: picked_gpus(chosen, ids))
+            request = r.with_gpu_ids(request, ids, ask(spec, {"_topology": topology, "_plan": plan}))
         elif action == "offload":
             request = replace(request, allow_offload=True)
-        elif not plan.forced or ask(q.WRITE_ANYWAY, {}):
+        elif not plan.forced or ask(r.WRITE_ANYWAY, {}):
             return plan
 
 
@@ -132,9 +133,9 @@ def write_config(plan, console, notes=()) -> int:
     from generator.fileio import check_writable
 
     while True:
-        path = ask(q.OUTPUT, {})
+        path = ask(r.OUTPUT, {})
         overwrite = Path(path).is_file()
-        if overwrite and not ask(q.OVERWRITE, {}):
+        if overwrite and not ask(r.OVERWRITE, {}):
             continue
         try:
             check_writable(path, force=overwrite)
