@@ -71,8 +71,11 @@ def check_writable(path: str | os.PathLike, force: bool) -> Path:
 def atomic_write(path: str | os.PathLike, text: str, force: bool = False, mode: int = 0o644) -> Path:
     """Write `text` to `path` so that a crash at any point leaves either the old file or the new one, never half."""
     p = check_writable(path, force)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+    try:  # what check_writable cannot see: a full disk, a read-only mount, a pseudo-filesystem such as /proc
+        p.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+    except OSError as exc:
+        raise UserError(f"cannot write {str(p)!r}: {exc.strerror or exc}; nothing was written") from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
@@ -82,6 +85,9 @@ def atomic_write(path: str | os.PathLike, text: str, force: bool = False, mode: 
         if not force and p.exists():  # appeared while we were writing
             raise UserError(f"{str(p)!r} appeared while writing; nothing was overwritten")
         os.replace(tmp, p)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise UserError(f"cannot write {str(p)!r}: {exc.strerror or exc}; nothing was written") from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

@@ -67,6 +67,29 @@ def test_output_is_checked_before_any_work(tmp_path, capsys):
     assert "already exists" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("fails", ["mkstemp", "fsync"])
+def test_a_write_the_os_refuses_is_one_line_and_leaves_nothing(tmp_path, capsys, monkeypatch, fails):
+    """What check_writable cannot see (a full disk, a read-only mount, /proc): exit 2, one line, no file, no temp."""
+    import errno
+
+    from generator import fileio
+
+    def refuse(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    if fails == "mkstemp":
+        monkeypatch.setattr(fileio.tempfile, "mkstemp", refuse)
+    else:
+        monkeypatch.setattr(fileio.os, "fsync", refuse)
+    target = tmp_path / "cfg.yaml"
+    assert main([*BASE, "--output", str(target)]) == 2
+    err = capsys.readouterr().err
+    assert err.strip().splitlines() == [
+        f"error: cannot write {str(target)!r}: No space left on device; nothing was written"
+    ]
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_forced_strategy_that_does_not_fit_is_written_only_with_force(tmp_path, capsys):
     target = tmp_path / "ddp.yaml"
     # eager: compiled layers hold no weight copies at the loss, and DDP then fits (test_estimate_compiled_casts.py)
