@@ -17,6 +17,7 @@ from generator.model.config_dims import (
     read_dim,
     recurrent_layers,
 )
+from generator.model.count_attention import decoder
 from generator.model.op_count import layer_ops
 from generator.model.saved_count import layer_saved
 from generator.model.saved_storages import SavedStorages
@@ -193,14 +194,8 @@ def _position_table(model, positions) -> bool:
         return False
     tokens = model.get_input_embeddings()
     return any(
-        m is not tokens and 0 <= getattr(m, "num_embeddings", -1) - positions <= 2 for m in _language(model).modules()
+        m is not tokens and 0 <= getattr(m, "num_embeddings", -1) - positions <= 2 for m in decoder(model).modules()
     )
-
-
-def _language(model):
-    """The language model inside `model`: get_decoder's text decoder of a multimodal model, whose vision tower has
-    modules of its own, else the model."""
-    return model.get_decoder() if hasattr(model, "get_decoder") else model
 
 
 @contextlib.contextmanager
@@ -219,7 +214,8 @@ def _quiet(names: tuple[str, ...]):
 def _decoder_block(
     model, layers=None, experts: int = 0
 ) -> tuple[object, tuple[str, ...] | None, bool, tuple, tuple[int, ...], tuple]:
-    """(the longest ModuleList of one class inside the language model (_language), its block's GEMM module names,
+    """(the longest ModuleList of one class inside the language model (count_attention.decoder: a
+    multimodal model's text decoder, whose vision tower has modules of its own), its block's GEMM module names,
     whether q and k are normalised, every GEMM module of all the blocks with how many blocks have it, the indices of
     the blocks holding fused experts, those GEMM modules that are not nn.Linear); the list is None where there is
     none.
@@ -227,12 +223,12 @@ def _decoder_block(
     where the others have experts and a shared expert. The GEMM modules are read from the list of `layers` blocks
     where it holds blocks of several classes (Jamba's and Zamba's attention and Mamba layers); a GEMM module is any
     nn.Linear subclass (Falcon's FalconLinear) or transformers' Conv1D (GPT-2), as for peft's all-linear."""
-    decoder = _language(model)
+    language = decoder(model)
     blocks = [
-        m for m in decoder.modules()
+        m for m in language.modules()
         if type(m).__name__ == "ModuleList" and len(m) and len({type(b) for b in m}) == 1
     ]  # fmt: skip
-    stacks = [m for m in decoder.modules() if type(m).__name__ == "ModuleList" and len(m) == layers]
+    stacks = [m for m in language.modules() if type(m).__name__ == "ModuleList" and len(m) == layers]
     uniform = max(blocks, key=len) if blocks else None
     # the block list itself, unless it is not `layers` long and a list of mixed blocks is
     stack = stacks[0] if stacks and (uniform is None or len(uniform) != layers) else uniform
