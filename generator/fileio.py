@@ -71,11 +71,11 @@ def check_writable(path: str | os.PathLike, force: bool) -> Path:
 def atomic_write(path: str | os.PathLike, text: str, force: bool = False, mode: int = 0o644) -> Path:
     """Write `text` to `path` so that a crash at any point leaves either the old file or the new one, never half."""
     p = check_writable(path, force)
-    try:  # what check_writable cannot see: a full disk, a read-only mount, a pseudo-filesystem such as /proc
+    try:
         p.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
     except OSError as exc:
-        raise UserError(f"cannot write {str(p)!r}: {exc.strerror or exc}; nothing was written") from None
+        raise _refused(p, exc) from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
@@ -87,7 +87,7 @@ def atomic_write(path: str | os.PathLike, text: str, force: bool = False, mode: 
         os.replace(tmp, p)
     except OSError as exc:
         Path(tmp).unlink(missing_ok=True)
-        raise UserError(f"cannot write {str(p)!r}: {exc.strerror or exc}; nothing was written") from None
+        raise _refused(p, exc) from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -97,6 +97,11 @@ def atomic_write(path: str | os.PathLike, text: str, force: bool = False, mode: 
     finally:
         os.close(dir_fd)
     return p
+
+
+def _refused(path: Path, exc: OSError) -> UserError:
+    """The OS refused a write check_writable let through (a full disk, a read-only mount, /proc)."""
+    return UserError(f"cannot write {str(path)!r}: {exc.strerror or exc}; nothing was written")
 
 
 def read_json(path: str, what: str, max_bytes: int = MAX_INPUT_BYTES):
